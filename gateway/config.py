@@ -1,0 +1,176 @@
+"""The gateway's configuration: one typed, validated model loaded once at start-up.
+
+A bad file fails with the key path and the reason (``ConfigError``); nothing is
+read from the environment behind the operator's back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+MAX_NODE_ID = 65535
+
+
+class ConfigError(Exception):
+    """The configuration file is unusable; the message names the key path and the reason."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _parse_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected host:port, got {value!r}")
+    number = int(port)
+    if not 1 <= number <= 65535:
+        raise ValueError(f"port out of range in {value!r}")
+    return host.strip("[]"), number
+
+
+class UpstreamConfig(_Strict):
+    """The private Kafka cluster behind the gateway."""
+
+    bootstrap_servers: list[str] = Field(min_length=1)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    metadata_refresh_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _check_servers(cls, servers: list[str]) -> list[str]:
+        for server in servers:
+            _parse_host_port(server)
+        return servers
+
+    def bootstrap_addresses(self) -> list[tuple[str, int]]:
+        return [_parse_host_port(s) for s in self.bootstrap_servers]
+
+
+class ListenerConfig(_Strict):
+    """One public entry point: a bootstrap port plus one port per broker.
+
+    Broker ``N`` is served on ``broker_port_base + N`` and advertised to clients
+    as ``advertised_host:advertised_port_base + N``.
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    bind_host: str = "127.0.0.1"
+    bootstrap_port: Port
+    broker_port_base: Port
+    advertised_host: str = Field(min_length=1)
+    advertised_bootstrap_port: Port | None = None
+    advertised_port_base: Port | None = None
+    max_node_id: int = Field(default=999, ge=0, le=MAX_NODE_ID)
+
+    @model_validator(mode="after")
+    def _check_port_ranges(self) -> ListenerConfig:
+        for base, what in (
+            (self.broker_port_base, "broker_port_base"),
+            (self.public_port_base, "advertised_port_base"),
+        ):
+            if base + self.max_node_id > 65535:
+                raise ValueError(f"{what} + max_node_id exceeds 65535")
+        if self.broker_port_base <= self.bootstrap_port <= self.broker_port_base + self.max_node_id:
+            raise ValueError("bootstrap_port falls inside the per-broker port range")
+        return self
+
+    @property
+    def public_port_base(self) -> int:
+        if self.advertised_port_base is not None:
+            return self.advertised_port_base
+        return self.broker_port_base
+
+    @property
+    def public_bootstrap_port(self) -> int:
+        if self.advertised_bootstrap_port is not None:
+            return self.advertised_bootstrap_port
+        return self.bootstrap_port
+
+
+class LimitsConfig(_Strict):
+    """Bounds that protect the gateway from misbehaving peers."""
+
+    max_request_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    max_response_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
+    max_inflight_requests: int = Field(default=1000, ge=1)
+    write_buffer_high_bytes: int = Field(default=4 * 1024 * 1024, ge=16 * 1024)
+    idle_timeout_s: float = Field(default=600.0, gt=0)
+
+
+class ShutdownConfig(_Strict):
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+
+
+class LoggingConfig(_Strict):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["json", "text"] = "json"
+
+
+class GatewayConfig(_Strict):
+    """The whole configuration file."""
+
+    upstream: UpstreamConfig
+    listeners: list[ListenerConfig] = Field(min_length=1)
+    limits: LimitsConfig = LimitsConfig()
+    shutdown: ShutdownConfig = ShutdownConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+    @model_validator(mode="after")
+    def _check_listeners(self) -> GatewayConfig:
+        names = [listener.name for listener in self.listeners]
+        if len(set(names)) != len(names):
+            raise ValueError("listener names must be unique")
+        taken: list[tuple[str, int, int, str]] = []
+        for lst in self.listeners:
+            ranges = [
+                (lst.bootstrap_port, lst.bootstrap_port),
+                (lst.broker_port_base, lst.broker_port_base + lst.max_node_id),
+            ]
+            for low, high in ranges:
+                for other_host, o_low, o_high, other in taken:
+                    overlaps = low <= o_high and o_low <= high
+                    if overlaps and _same_bind(lst.bind_host, other_host):
+                        raise ValueError(f"ports of listener {lst.name!r} overlap {other!r}")
+            taken.extend((lst.bind_host, low, high, lst.name) for low, high in ranges)
+        return self
+
+
+def _same_bind(a: str, b: str) -> bool:
+    return a == b or "0.0.0.0" in (a, b) or "::" in (a, b)
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(part) for part in err["loc"]) or "<root>"
+        lines.append(f"{path}: {err['msg']}")
+    return "; ".join(lines)
+
+
+def parse_config(data: object, source: str = "<config>") -> GatewayConfig:
+    """Validate an already-parsed YAML document."""
+    try:
+        return GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_format_errors(exc)}") from None
+
+
+def load_config(path: Path) -> GatewayConfig:
+    """Read and validate a YAML configuration file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: <root>: expected a mapping of settings")
+    return parse_config(data, str(path))

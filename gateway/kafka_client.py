@@ -1,0 +1,52 @@
+"""The gateway's own minimal Kafka client, for its control traffic (metadata refresh).
+
+Tenant traffic never goes through here: it is proxied frame by frame by
+``server``. This opens one connection per call, sends one request and
+decodes the response with kio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import TypeVar
+
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.static.protocol import Entity
+
+from .protocol.codec import decode_response, encode_request
+
+E = TypeVar("E", bound=Entity)
+
+CLIENT_ID = "kgw-control"
+
+
+async def roundtrip(
+    host: str, port: int, request: Entity, response_type: type[E], timeout_s: float
+) -> E:
+    """Send ``request`` to ``host:port`` and return its decoded response."""
+    key = int(request.__api_key__)  # type: ignore[attr-defined]
+    version = int(request.__version__)
+
+    async def exchange() -> E:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(encode_request(key, version, 1, CLIENT_ID, request))
+            await writer.drain()
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            payload = await reader.readexactly(size)
+        finally:
+            writer.close()
+        return decode_response(payload, key, version, response_type)
+
+    return await asyncio.wait_for(exchange(), timeout_s)
+
+
+async def fetch_brokers(host: str, port: int, timeout_s: float) -> dict[int, tuple[str, int]]:
+    """The cluster's brokers as one of them sees them: node id → private address."""
+    request = MetadataRequest(
+        topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    response = await roundtrip(host, port, request, MetadataResponse, timeout_s)
+    return {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}

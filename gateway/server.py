@@ -1,0 +1,468 @@
+"""The asyncio network layer: listeners, client and upstream connections.
+
+This is the only module that does I/O on the data path. Each client
+connection gets one upstream connection to the broker its listener port
+stands for (correlation ids pass through unchanged); the protocol logic lives
+in ``session.Session``. Flow control is end to end: a full write buffer on one
+side pauses reading on the other, and too many responses owed to a client
+pause reading its requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any, cast
+
+from .config import GatewayConfig, ListenerConfig
+from .protocol.framing import FrameError, FrameReader
+from .session import Fault, Session, Side
+from .topology import PublicMap, Topology
+
+log = logging.getLogger("kgw.server")
+_ids = itertools.count(1)
+
+
+class ListenerSet:
+    """One configured listener: its bootstrap port and a port per known broker."""
+
+    def __init__(self, gateway: Gateway, config: ListenerConfig) -> None:
+        self.gateway = gateway
+        self.config = config
+        self.public = PublicMap(config, gateway.topology)
+        self.servers: dict[int | None, asyncio.Server] = {}
+        self._opening: set[int] = set()
+
+    def bind_port(self, node_id: int | None) -> int:
+        if node_id is None:
+            return self.config.bootstrap_port
+        return self.config.broker_port_base + node_id
+
+    async def open(self, node_id: int | None) -> None:
+        port = self.bind_port(node_id)
+        loop = asyncio.get_running_loop()
+        try:
+            server = await loop.create_server(
+                lambda: ClientConnection(self.gateway, self, node_id),
+                self.config.bind_host,
+                port,
+                reuse_address=True,
+                backlog=1024,
+            )
+        except OSError as exc:
+            log.error(
+                "cannot listen: %s",
+                exc.strerror,
+                extra={"event": "listen_failed", "listener": self.config.name, "port": port},
+            )
+            if node_id is None:
+                raise
+            return
+        finally:
+            if node_id is not None:
+                self._opening.discard(node_id)
+        self.servers[node_id] = server
+        log.info(
+            "listening",
+            extra={
+                "event": "listening",
+                "listener": self.config.name,
+                "host": self.config.bind_host,
+                "port": port,
+                "node_id": node_id,
+            },
+        )
+
+    def ensure_broker(self, node_id: int) -> None:
+        if node_id in self.servers or node_id in self._opening:
+            return
+        if node_id > self.config.max_node_id:
+            log.error(
+                "broker node id has no public port",
+                extra={
+                    "event": "unmappable_broker",
+                    "listener": self.config.name,
+                    "node_id": node_id,
+                },
+            )
+            return
+        self._opening.add(node_id)
+        self.gateway.spawn(f"listen-{self.config.name}-{node_id}", self.open(node_id))
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.close()
+
+
+class ClientConnection(asyncio.Protocol):
+    """A tenant's connection, paired with one upstream connection."""
+
+    def __init__(self, gateway: Gateway, listener: ListenerSet, node_id: int | None) -> None:
+        self.gateway = gateway
+        self.listener = listener
+        self.node_id = node_id
+        self.conn_id = f"c{next(_ids)}"
+        self.session = Session(listener.public)
+        self.reader = FrameReader(gateway.config.limits.max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.upstream: UpstreamConnection | None = None
+        self.peer = "?"
+        self.last_activity = time.monotonic()
+        self.closed = False
+        self.draining = False
+        self._paused: set[str] = set()
+        self._backlog: list[bytes] = []
+
+    def _extra(self, event: str, **more: Any) -> dict[str, Any]:
+        return {
+            "event": event,
+            "conn": self.conn_id,
+            "listener": self.listener.config.name,
+            "peer": self.peer,
+            "node_id": self.node_id,
+            **more,
+        }
+
+    # -- asyncio callbacks ------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        transport.set_write_buffer_limits(high=self.gateway.config.limits.write_buffer_high_bytes)
+        self.gateway.connections.add(self)
+        log.debug("client connected", extra=self._extra("client_open"))
+        if self.gateway.stopping:
+            self.close("gateway is shutting down", "gateway")
+            return
+        self.pause("connecting")
+        self.gateway.spawn(f"connect-{self.conn_id}", self._connect_upstream())
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        try:
+            frames = self.reader.feed(data)
+            forward = []
+            for item in frames:
+                out = self.session.on_request(item)
+                if out is not None:
+                    forward.append(out)
+        except FrameError as exc:
+            self.fail(Fault("client", str(exc)))
+            return
+        except Fault as fault:
+            self.fail(fault)
+            return
+        if forward:
+            if self.upstream is not None:
+                self.upstream.send(forward)
+            else:  # still connecting (uvloop may deliver data despite pause_reading)
+                self._backlog.extend(forward)
+        self.flush()
+        if self.session.inflight >= self.gateway.config.limits.max_inflight_requests:
+            self.pause("inflight")
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.gateway.forget(self)
+        if self.upstream is not None:
+            self.upstream.close()
+        log.debug("client disconnected", extra=self._extra("client_close"))
+
+    def pause_writing(self) -> None:
+        if self.upstream is not None:
+            self.upstream.pause("client_slow")
+
+    def resume_writing(self) -> None:
+        if self.upstream is not None:
+            self.upstream.resume("client_slow")
+
+    # -- flow control and lifecycle ---------------------------------------------
+
+    def pause(self, reason: str) -> None:
+        self._paused.add(reason)
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume(self, reason: str) -> None:
+        if reason not in self._paused:
+            return
+        self._paused.discard(reason)
+        if not self._paused and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def flush(self) -> None:
+        """Write every response that is due, in order; finish a close or drain."""
+        ready = self.session.take_ready()
+        if ready and self.transport is not None and not self.closed:
+            self.transport.writelines(ready)
+            self.last_activity = time.monotonic()
+        if "inflight" in self._paused and (
+            self.session.inflight < self.gateway.config.limits.max_inflight_requests
+        ):
+            self.resume("inflight")
+        if self.session.inflight == 0:
+            if self.session.close_after_flush is not None:
+                self.close(self.session.close_after_flush, "client")
+            elif self.draining:
+                self.close("drained", "gateway", quiet=True)
+
+    def begin_drain(self) -> None:
+        self.draining = True
+        self.pause("drain")
+        self.flush()
+
+    def fail(self, fault: Fault) -> None:
+        self.close(fault.reason, fault.side)
+
+    def close(self, reason: str, side: Side, quiet: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if not quiet:
+            level = logging.INFO if side == "gateway" else logging.WARNING
+            log.log(
+                level,
+                "connection closed: %s",
+                reason,
+                extra=self._extra("connection_closed", side=side, reason=reason),
+            )
+        if self.transport is not None:
+            self.transport.close()
+        if self.upstream is not None:
+            self.upstream.close()
+        self.gateway.forget(self)
+
+    async def _connect_upstream(self) -> None:
+        candidates = self.gateway.upstream_candidates(self.node_id)
+        if not candidates:
+            self.close(f"broker {self.node_id} is not in the cluster", "upstream")
+            return
+        loop = asyncio.get_running_loop()
+        timeout = self.gateway.config.upstream.connect_timeout_s
+        last_error = "no address"
+        for host, port in candidates:
+            if self.closed:
+                return
+            try:
+                _, upstream = await asyncio.wait_for(
+                    loop.create_connection(lambda: UpstreamConnection(self), host, port), timeout
+                )
+            except (OSError, TimeoutError) as exc:
+                last_error = (
+                    f"{host}:{port}: {exc.strerror or type(exc).__name__}"
+                    if isinstance(exc, OSError)
+                    else f"{host}:{port}: connect timed out after {timeout}s"
+                )
+                log.warning(
+                    "upstream connect failed",
+                    extra=self._extra(
+                        "upstream_connect_failed", upstream=f"{host}:{port}", reason=last_error
+                    ),
+                )
+                continue
+            if self.closed:
+                upstream.close()
+                return
+            self.upstream = upstream
+            if self._backlog:
+                upstream.send(self._backlog)
+                self._backlog = []
+            self.resume("connecting")
+            return
+        self.close(f"no broker reachable ({last_error})", "upstream")
+
+
+class UpstreamConnection(asyncio.Protocol):
+    """The gateway's connection to one broker on behalf of one client connection."""
+
+    def __init__(self, client: ClientConnection) -> None:
+        self.client = client
+        self.reader = FrameReader(client.gateway.config.limits.max_response_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._paused: set[str] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+        transport.set_write_buffer_limits(
+            high=self.client.gateway.config.limits.write_buffer_high_bytes
+        )
+
+    def send(self, frames: list[bytes]) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.writelines(frames)
+
+    def data_received(self, data: bytes) -> None:
+        client = self.client
+        try:
+            for item in self.reader.feed(data):
+                client.session.on_response(item)
+        except FrameError as exc:
+            client.fail(Fault("upstream", str(exc)))
+            return
+        except Fault as fault:
+            client.fail(fault)
+            return
+        client.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.client.closed:
+            reason = (
+                f"broker closed the connection ({exc})" if exc else "broker closed the connection"
+            )
+            self.client.close(reason, "upstream")
+
+    def pause_writing(self) -> None:
+        self.client.pause("upstream_slow")
+
+    def resume_writing(self) -> None:
+        self.client.resume("upstream_slow")
+
+    def pause(self, reason: str) -> None:
+        if not self._paused and self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        self._paused.add(reason)
+
+    def resume(self, reason: str) -> None:
+        if reason not in self._paused:
+            return
+        self._paused.discard(reason)
+        if not self._paused and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+
+
+class Gateway:
+    """All listeners, the shared topology, and the background tasks."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.topology = Topology(on_new_broker=self._on_new_broker)
+        self.listeners = [ListenerSet(self, lst) for lst in config.listeners]
+        self.connections: set[ClientConnection] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.stopping = False
+        self.cluster_reachable = False
+        self._stop = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._rotation = 0
+
+    def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Create a task that is named, referenced until done, and logged if it fails."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "task failed",
+                exc_info=task.exception(),
+                extra={"event": "task_failed", "reason": task.get_name()},
+            )
+
+    def forget(self, conn: ClientConnection) -> None:
+        self.connections.discard(conn)
+        if self.stopping and not self.connections:
+            self._drained.set()
+
+    def _on_new_broker(self, node_id: int) -> None:
+        for listener in self.listeners:
+            listener.ensure_broker(node_id)
+
+    def upstream_candidates(self, node_id: int | None) -> list[tuple[str, int]]:
+        if node_id is not None:
+            address = self.topology.address(node_id)
+            return [address] if address is not None else []
+        servers = self.config.upstream.bootstrap_addresses()
+        self._rotation = (self._rotation + 1) % len(servers)
+        return servers[self._rotation :] + servers[: self._rotation]
+
+    async def start(self) -> None:
+        for listener in self.listeners:
+            await listener.open(None)
+        self.spawn("metadata-refresh", self._refresh_loop())
+        self.spawn("idle-sweeper", self._idle_loop())
+
+    async def _refresh_loop(self) -> None:
+        from .kafka_client import fetch_brokers
+
+        upstream = self.config.upstream
+        while not self.stopping:
+            for host, port in self.upstream_candidates(None):
+                try:
+                    brokers = await fetch_brokers(host, port, upstream.connect_timeout_s)
+                except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                    log.warning(
+                        "metadata refresh failed",
+                        extra={
+                            "event": "metadata_refresh_failed",
+                            "upstream": f"{host}:{port}",
+                            "reason": str(exc) or type(exc).__name__,
+                        },
+                    )
+                    continue
+                self.topology.replace_all(brokers)
+                if not self.cluster_reachable:
+                    log.info(
+                        "cluster reachable",
+                        extra={"event": "cluster_reachable", "count": len(brokers)},
+                    )
+                self.cluster_reachable = True
+                break
+            else:
+                self.cluster_reachable = False
+            delay = upstream.metadata_refresh_s if self.cluster_reachable else 1.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+
+    async def _idle_loop(self) -> None:
+        idle = self.config.limits.idle_timeout_s
+        while not self.stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), min(5.0, idle / 2))
+            cutoff = time.monotonic() - idle
+            for conn in list(self.connections):
+                if conn.last_activity < cutoff and conn.session.inflight == 0:
+                    conn.close(f"idle for more than {idle:g}s", "gateway")
+
+    def request_stop(self) -> None:
+        if not self._stop.is_set():
+            log.info("stop requested", extra={"event": "stop_requested"})
+            self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stop.wait()
+
+    async def drain(self) -> None:
+        """Stop accepting, let in-flight responses reach their clients, then close."""
+        self.stopping = True
+        self._stop.set()
+        for listener in self.listeners:
+            listener.close()
+        for conn in list(self.connections):
+            conn.begin_drain()
+        if self.connections:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), self.config.shutdown.drain_timeout_s)
+        for conn in list(self.connections):
+            conn.close("drain timeout", "gateway")
+        for task in list(self.tasks):
+            task.cancel()
+        log.info("gateway stopped", extra={"event": "stopped"})

@@ -1,0 +1,188 @@
+"""One client connection's protocol state, with no I/O (h11 style).
+
+The network layer feeds whole frames in and writes out what comes back:
+
+* ``on_request(frame)`` returns the frame to send upstream, or ``None`` when the
+  gateway answered (or dropped) it itself;
+* ``on_response(frame)`` takes the next upstream response;
+* ``take_ready()`` returns the responses that may now go to the client, in
+  request order: a response the gateway makes itself waits behind the ones
+  still in flight upstream.
+
+Produce with acks=0 gets no slot, since the broker sends no response.
+Violations raise ``Fault``, which names whose fault it was.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Literal
+
+from kio.static.protocol import Entity
+
+from .protocol import apis
+from .protocol.api_versions import rewrite_api_versions, unsupported_api_versions
+from .protocol.codec import (
+    ProtocolError,
+    decode_response,
+    encode_body,
+    encode_response,
+    parse_request_head,
+    peek_request,
+    produce_acks,
+    response_body_offset,
+    response_correlation_id,
+)
+from .protocol.errors import UNSUPPORTED_VERSION, error_response
+from .protocol.framing import frame
+from .rewrite import needs_rewrite, rewrite
+from .topology import PublicMap, UnmappableBroker
+
+Side = Literal["client", "upstream", "gateway"]
+_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
+
+
+class Fault(Exception):
+    """The connection must close; ``side`` says whose fault it was."""
+
+    def __init__(self, side: Side, reason: str) -> None:
+        super().__init__(reason)
+        self.side: Side = side
+        self.reason = reason
+
+
+class Slot:
+    """A response the client is owed, in request order."""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "data", "upstream")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, upstream: bool) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.upstream = upstream
+        self.data: bytes | None = None
+
+
+class Session:
+    """The state of one client connection and its upstream connection."""
+
+    def __init__(self, mapping: PublicMap) -> None:
+        self.mapping = mapping
+        self._order: deque[Slot] = deque()
+        self._waiting: deque[Slot] = deque()
+        self.close_after_flush: str | None = None
+        self.requests = 0
+
+    @property
+    def inflight(self) -> int:
+        """Responses owed to the client (upstream or ready but not yet taken)."""
+        return len(self._order)
+
+    @property
+    def awaiting_upstream(self) -> int:
+        return len(self._waiting)
+
+    # -- client → upstream ----------------------------------------------------
+
+    def on_request(self, data: bytes) -> bytes | None:
+        if self.close_after_flush is not None:
+            return None  # the connection is closing; nothing more is read
+        self.requests += 1
+        try:
+            key, version, correlation_id = peek_request(memoryview(data)[4:])
+        except ProtocolError as exc:
+            raise Fault("client", str(exc)) from None
+        if key == apis.API_VERSIONS:
+            return self._api_versions(data, version, correlation_id)
+        if not apis.is_supported(key, version):
+            self._refuse_version(key, version, correlation_id)
+            return None
+        if key == apis.PRODUCE and self._produce_acks(data) == 0:
+            return data
+        slot = Slot(key, version, correlation_id, upstream=True)
+        self._order.append(slot)
+        self._waiting.append(slot)
+        return data
+
+    def _produce_acks(self, data: bytes) -> int:
+        payload = memoryview(data)[4:]
+        try:
+            head = parse_request_head(payload)
+            return produce_acks(payload, head.body_offset, head.api_version)
+        except ProtocolError as exc:
+            raise Fault("client", str(exc)) from None
+
+    def _api_versions(self, data: bytes, version: int, correlation_id: int) -> bytes | None:
+        spec = apis.gateway_apis()[apis.API_VERSIONS]
+        if version > spec.max_version or version < spec.min_version:
+            self._local(
+                apis.API_VERSIONS, 0, correlation_id, unsupported_api_versions(correlation_id)
+            )
+            return None
+        slot = Slot(apis.API_VERSIONS, version, correlation_id, upstream=True)
+        self._order.append(slot)
+        self._waiting.append(slot)
+        return data
+
+    def _refuse_version(self, key: int, version: int, correlation_id: int) -> None:
+        """UNSUPPORTED_VERSION in the client's own version where kio knows it, else minimal."""
+        if version in apis.decodable_versions(key):
+            body = error_response(apis.response_schema(key, version), UNSUPPORTED_VERSION)
+            self._local(
+                key, version, correlation_id, encode_response(key, version, correlation_id, body)
+            )
+            return
+        # No schema to answer in: header v0 and the error code, then close.
+        reply = frame(struct.pack(">ih", correlation_id, int(UNSUPPORTED_VERSION)))
+        self._local(key, version, correlation_id, reply)
+        self.close_after_flush = f"unsupported api key {key} version {version}"
+
+    def _local(self, key: int, version: int, correlation_id: int, reply: bytes) -> None:
+        slot = Slot(key, version, correlation_id, upstream=False)
+        slot.data = reply
+        self._order.append(slot)
+
+    # -- upstream → client ----------------------------------------------------
+
+    def on_response(self, data: bytes) -> None:
+        if not self._waiting:
+            raise Fault("upstream", "response with no request outstanding")
+        slot = self._waiting.popleft()
+        payload = memoryview(data)[4:]
+        try:
+            correlation_id = response_correlation_id(payload)
+        except ProtocolError as exc:
+            raise Fault("upstream", str(exc)) from None
+        if correlation_id != slot.correlation_id:
+            raise Fault(
+                "upstream",
+                f"correlation id {correlation_id} does not match {slot.correlation_id}",
+            )
+        slot.data = self._transform(slot, data, payload)
+
+    def _transform(self, slot: Slot, data: bytes, payload: memoryview) -> bytes:
+        key = slot.api_key
+        try:
+            if key == apis.API_VERSIONS:
+                return frame(rewrite_api_versions(payload, slot.api_version))
+            if not needs_rewrite(key, slot.api_version):
+                return data
+            response: Entity = decode_response(payload, key, slot.api_version)
+            rewritten = rewrite(key, response, self.mapping)
+        except ProtocolError as exc:
+            raise Fault("upstream", f"{apis.api_name(key)} v{slot.api_version}: {exc}") from None
+        except UnmappableBroker as exc:
+            raise Fault("gateway", str(exc)) from None
+        if rewritten is response:
+            return data
+        header = bytes(payload[: response_body_offset(payload, key, slot.api_version)])
+        return frame(header + encode_body(rewritten))
+
+    def take_ready(self) -> list[bytes]:
+        order = self._order
+        ready: list[bytes] = []
+        while order and order[0].data is not None:
+            ready.append(order.popleft().data)  # type: ignore[arg-type]
+        return ready
