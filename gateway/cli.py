@@ -74,9 +74,8 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     if args.dev_command == "up":
         info = stack.up(directory, nodes=args.nodes)
-        print(
-            f"stack up: gateway bootstrap {info['gateway']['bootstrap']}; details in {directory / 'stack.json'}"
-        )
+        bootstrap = info["gateway"]["bootstrap"]
+        print(f"stack up: gateway bootstrap {bootstrap}; details in {directory / 'stack.json'}")
         return 0
     if args.dev_command == "down":
         stack.down(directory)

@@ -95,7 +95,10 @@ class GatewayProcess:
     def public_port(self, node_id: int) -> int:
         return int(self.listener["broker_port_base"]) + node_id
 
-    def start(self, expected_brokers: int, timeout: float = 60, detach: bool = False) -> None:
+    def start(
+        self, expected_brokers: int | None, timeout: float = 60, detach: bool = False
+    ) -> None:
+        """Start and wait until ready (``expected_brokers=None``: until it listens)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         log = self.log_path.open("ab")
@@ -108,7 +111,25 @@ class GatewayProcess:
         )
         self.pid = self.proc.pid
         log.close()
-        self.wait_ready(expected_brokers, timeout)
+        if expected_brokers is None:
+            self.wait_listening(timeout)
+        else:
+            self.wait_ready(expected_brokers, timeout)
+
+    def wait_listening(self, timeout: float) -> None:
+        address = (self.listener["bind_host"], int(self.listener["bootstrap_port"]))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"gateway exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                socket.create_connection(address, timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"gateway not listening after {timeout}s:\n{self.log_tail()}")
 
     def wait_ready(self, expected_brokers: int, timeout: float) -> None:
         """Until metadata through the gateway lists the brokers on their public ports."""

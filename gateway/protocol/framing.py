@@ -1,8 +1,9 @@
 """Length-prefixed Kafka framing with no I/O.
 
 ``FrameReader.feed(bytes)`` returns whole frames, each still carrying its
-4-byte size prefix so a forwarded frame is written out unchanged. A negative or oversize length raises ``FrameError``: the peer broke
-the protocol and the connection must be closed.
+4-byte size prefix so a forwarded frame is written out unchanged. A negative
+or oversize length raises ``FrameError``: the peer broke the protocol and the
+connection must be closed.
 """
 
 from __future__ import annotations

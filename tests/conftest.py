@@ -1,0 +1,94 @@
+"""Session-wide real components: a 3-node KRaft cluster and a gateway in front of it.
+
+Nothing here skips: when Java, Maven or a port is missing the fixture raises
+and every test that needs it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
+from gateway.devstack.kafka_cluster import KafkaCluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka"), nodes=3)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+GatewayFactory = Callable[..., GatewayProcess]
+
+
+@pytest.fixture(scope="session")
+def gateway_factory(
+    kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayFactory]:
+    """Extra gateways on the shared cluster: ``gateway_factory(limits={...})``.
+
+    ``wait_ready=False`` only waits until the bootstrap port listens.
+    """
+    started: list[GatewayProcess] = []
+
+    def start(wait_ready: bool = True, **overrides: Any) -> GatewayProcess:
+        bootstrap_port, base = pick_ports()
+        config = dev_config(kafka_cluster.bootstrap_servers, bootstrap_port, base, **overrides)
+        gateway = GatewayProcess(tmp_path_factory.mktemp("gateway"), config)
+        gateway.start(expected_brokers=len(kafka_cluster.pids) if wait_ready else None)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(gateway_factory: GatewayFactory) -> GatewayProcess:
+    """The shared gateway, configured like the dev stack."""
+    return gateway_factory()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A fresh topic name for this test (created by the test itself)."""
+    return f"t-{request.node.name[:40].replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"
+
+
+def gateway_log_events(gateway: GatewayProcess, event: str) -> list[dict[str, Any]]:
+    """The gateway's structured log records with this ``event``."""
+    records = []
+    for line in gateway.log_records():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("event") == event:
+            records.append(record)
+    return records
+
+
+def direct_addresses(cluster: KafkaCluster) -> set[str]:
+    return {f"{h}:{p}" for h, p in cluster.brokers.values()}
+
+
+def assert_only_gateway_addresses(
+    seen: set[str], gateway: GatewayProcess, cluster: KafkaCluster
+) -> None:
+    assert seen, "no broker addresses were observed"
+    assert not seen & direct_addresses(cluster), f"private broker addresses leaked: {seen}"
+    host = gateway.listener["advertised_host"]
+    base = int(gateway.listener["broker_port_base"])
+    for address in seen:
+        h, p = address.rsplit(":", 1)
+        assert h == host and base <= int(p) <= base + 16, address

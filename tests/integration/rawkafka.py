@@ -1,0 +1,64 @@
+"""A tiny Kafka client built on the gateway's own kio codec, for protocol-level tests."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any, TypeVar
+
+from kio.static.protocol import Entity
+
+from gateway.protocol.codec import decode_response, encode_request
+
+E = TypeVar("E")
+
+
+class RawConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._correlation = 0
+
+    @classmethod
+    async def open(cls, address: str) -> RawConnection:
+        host, port = address.rsplit(":", 1)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 10)
+        return cls(reader, writer)
+
+    async def request(self, body: Entity, response_type: type[E], timeout_s: float = 15) -> E:
+        await self.send(body)
+        return await self.receive(body, response_type, timeout_s)
+
+    async def send(self, body: Entity) -> int:
+        self._correlation += 1
+        key = int(body.__api_key__)  # type: ignore[attr-defined]
+        self.writer.write(encode_request(key, int(body.__version__), self._correlation, "t", body))
+        await self.writer.drain()
+        return self._correlation
+
+    async def receive(self, body: Entity, response_type: type[E], timeout_s: float = 15) -> E:
+        payload = await self.read_frame(timeout_s)
+        key = int(body.__api_key__)  # type: ignore[attr-defined]
+        result: Any = decode_response(payload, key, int(body.__version__), response_type)
+        return result  # type: ignore[no-any-return]
+
+    async def send_raw(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def read_frame(self, timeout_s: float = 15) -> bytes:
+        (size,) = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout_s))
+        return await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
+
+    async def closed_by_peer(self, timeout_s: float = 10) -> bool:
+        """True once the peer has closed (EOF or reset) within ``timeout``."""
+        try:
+            data = await asyncio.wait_for(self.reader.read(65536), timeout_s)
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+        return data == b""
+
+    def close(self) -> None:
+        self.writer.close()
