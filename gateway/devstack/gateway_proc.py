@@ -103,7 +103,7 @@ class GatewayProcess:
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.config_path)],
+            [sys.executable, "-m", "gateway", "serve", "--config", str(self.config_path)],
             stdout=log,
             stderr=log,
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,81 @@
+"""``kgw serve`` and ``kgw check-config``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from .. import logs
+from ..config import ConfigError, GatewayConfig, load_config
+
+log = logging.getLogger("kgw")
+
+
+def run_loop(main: Coroutine[Any, Any, int]) -> int:
+    """Run ``main`` on uvloop when it is installed, else on asyncio's loop."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # uvloop is optional (not on every platform)
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
+
+
+async def serve(config: GatewayConfig) -> int:
+    from ..server import Gateway
+
+    gateway = Gateway(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, gateway.request_stop)
+    try:
+        await gateway.start()
+    except OSError as exc:
+        log.error("cannot start: %s", exc, extra={"event": "start_failed"})
+        return 1
+    log.info("gateway ready", extra={"event": "ready"})
+    await gateway.wait_stopped()
+    await gateway.drain()
+    return 0
+
+
+def _load(path: str) -> GatewayConfig | None:
+    try:
+        return load_config(Path(path))
+    except ConfigError as exc:
+        print(f"kgw: configuration error: {exc}", file=sys.stderr)
+        return None
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    if config is None:
+        return 2
+    logs.configure(config.logging.level, config.logging.format)
+    return run_loop(serve(config))
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    if _load(args.config) is None:
+        return 2
+    print(f"{args.config}: ok")
+    return 0
+
+
+def register(commands: Any) -> None:
+    serve_p = commands.add_parser("serve", help="run the gateway")
+    serve_p.add_argument("--config", required=True, help="YAML configuration file")
+    serve_p.set_defaults(func=_cmd_serve)
+
+    check = commands.add_parser("check-config", help="validate a configuration file and exit")
+    check.add_argument("--config", required=True)
+    check.set_defaults(func=_cmd_check_config)
