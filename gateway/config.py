@@ -67,6 +67,7 @@ class ListenerConfig(_Strict):
     advertised_bootstrap_port: Port | None = None
     advertised_port_base: Port | None = None
     max_node_id: int = Field(default=999, ge=0, le=MAX_NODE_ID)
+    principal: str = Field(default="User:ANONYMOUS", pattern=r"^[A-Za-z]+:.+$")
 
     @model_validator(mode="after")
     def _check_port_ranges(self) -> ListenerConfig:

@@ -19,6 +19,7 @@ from collections.abc import Coroutine
 from typing import Any, cast
 
 from .config import GatewayConfig, ListenerConfig
+from .identity import ClientIdentity
 from .protocol.framing import FrameError, FrameReader
 from .session import Fault, Session, Side
 from .topology import PublicMap, Topology
@@ -106,7 +107,10 @@ class ClientConnection(asyncio.Protocol):
         self.listener = listener
         self.node_id = node_id
         self.conn_id = f"c{next(_ids)}"
-        self.session = Session(listener.public)
+        self.identity = ClientIdentity(
+            listener=listener.config.name, host="", port=0, principal=listener.config.principal
+        )
+        self.session = Session(listener.public, self.identity)
         self.reader = FrameReader(gateway.config.limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamConnection | None = None
@@ -134,6 +138,7 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.identity.host, self.identity.port = str(peer[0]), int(peer[1])
         transport.set_write_buffer_limits(high=self.gateway.config.limits.write_buffer_high_bytes)
         self.gateway.connections.add(self)
         log.debug("client connected", extra=self._extra("client_open"))

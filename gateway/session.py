@@ -21,6 +21,7 @@ from typing import Literal
 
 from kio.static.protocol import Entity
 
+from .identity import ClientIdentity
 from .protocol import apis
 from .protocol.api_versions import rewrite_api_versions, unsupported_api_versions
 from .protocol.codec import (
@@ -68,8 +69,9 @@ class Slot:
 class Session:
     """The state of one client connection and its upstream connection."""
 
-    def __init__(self, mapping: PublicMap) -> None:
+    def __init__(self, mapping: PublicMap, identity: ClientIdentity) -> None:
         self.mapping = mapping
+        self.identity = identity
         self._order: deque[Slot] = deque()
         self._waiting: deque[Slot] = deque()
         self.close_after_flush: str | None = None

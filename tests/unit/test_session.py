@@ -17,10 +17,12 @@ from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32
 
+from gateway.identity import ClientIdentity
 from gateway.protocol.codec import decode_response, encode_request, encode_response
 from gateway.session import Fault, Session
 from gateway.topology import PublicMap
 
+IDENTITY = ClientIdentity(listener="public", host="127.0.0.1", port=5000)
 METADATA = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
 )
@@ -47,7 +49,7 @@ def correlation(frame: bytes) -> int:
 
 
 def test_responses_leave_in_request_order_behind_inflight(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     assert session.on_request(encode_request(3, 12, 1, "c", METADATA)) is not None
     # Request 2 uses an API the gateway does not advertise: answered locally...
     local = encode_request(3, 12, 2, "c", METADATA)
@@ -62,7 +64,7 @@ def test_responses_leave_in_request_order_behind_inflight(mapping: PublicMap) ->
 
 
 def test_acks_zero_produce_gets_no_slot(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     assert session.on_request(encode_request(0, 9, 1, "c", produce(0))) is not None
     assert session.inflight == 0
     assert session.on_request(encode_request(0, 9, 2, "c", produce(1))) is not None
@@ -74,7 +76,7 @@ def test_acks_zero_produce_gets_no_slot(mapping: PublicMap) -> None:
 
 
 def test_metadata_brokers_are_rewritten_and_learned(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     session.on_request(encode_request(3, 12, 7, "c", METADATA))
     session.on_response(
         encode_response(3, 12, 7, metadata_response((1, "10.0.0.1", 9092), (2, "10.0.0.2", 9092)))
@@ -89,7 +91,7 @@ def test_metadata_brokers_are_rewritten_and_learned(mapping: PublicMap) -> None:
 
 
 def test_fetch_without_node_endpoints_is_forwarded_byte_for_byte(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     response = FetchResponse(
         throttle_time=datetime.timedelta(0),
         error_code=ErrorCode.none,
@@ -105,7 +107,7 @@ def test_fetch_without_node_endpoints_is_forwarded_byte_for_byte(mapping: Public
 
 
 def test_fetch_node_endpoints_are_rewritten(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     endpoint = NodeEndpoint(node_id=BrokerId(3), host="10.9.9.9", port=i32(9093))
     response = FetchResponse(
         throttle_time=datetime.timedelta(0),
@@ -124,7 +126,7 @@ def test_fetch_node_endpoints_are_rewritten(mapping: PublicMap) -> None:
 
 
 def test_unknown_api_key_gets_unsupported_version_then_close(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     data = bytearray(encode_request(3, 12, 5, "c", METADATA))
     struct.pack_into(">h", data, 4, 999)
     assert session.on_request(bytes(data)) is None
@@ -134,7 +136,7 @@ def test_unknown_api_key_gets_unsupported_version_then_close(mapping: PublicMap)
 
 
 def test_unadvertised_version_answered_in_clients_version(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     data = bytearray(encode_request(3, 12, 8, "c", METADATA))
     struct.pack_into(">h", data, 4, 55)  # DescribeQuorum v... (never advertised)
     struct.pack_into(">h", data, 6, 1)
@@ -145,7 +147,7 @@ def test_unadvertised_version_answered_in_clients_version(mapping: PublicMap) ->
 
 
 def test_api_versions_are_intersected(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     session.on_request(
         encode_request(
             18, 3, 1, "c", ApiVersionsRequest(client_software_name="t", client_software_version="1")
@@ -176,7 +178,7 @@ def test_api_versions_are_intersected(mapping: PublicMap) -> None:
 
 
 def test_api_versions_newer_than_gateway_answered_locally_v0(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     data = bytearray(
         encode_request(
             18,
@@ -194,7 +196,7 @@ def test_api_versions_newer_than_gateway_answered_locally_v0(mapping: PublicMap)
 
 
 def test_mismatched_correlation_id_is_upstreams_fault(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     session.on_request(encode_request(3, 12, 1, "c", METADATA))
     with pytest.raises(Fault) as info:
         session.on_response(encode_response(3, 12, 2, metadata_response()))
@@ -203,18 +205,18 @@ def test_mismatched_correlation_id_is_upstreams_fault(mapping: PublicMap) -> Non
 
 def test_unsolicited_response_is_upstreams_fault(mapping: PublicMap) -> None:
     with pytest.raises(Fault) as info:
-        Session(mapping).on_response(encode_response(3, 12, 2, metadata_response()))
+        Session(mapping, IDENTITY).on_response(encode_response(3, 12, 2, metadata_response()))
     assert info.value.side == "upstream"
 
 
 def test_truncated_request_is_clients_fault(mapping: PublicMap) -> None:
     with pytest.raises(Fault) as info:
-        Session(mapping).on_request(b"\x00\x00\x00\x03\x00\x00\x00")
+        Session(mapping, IDENTITY).on_request(b"\x00\x00\x00\x03\x00\x00\x00")
     assert info.value.side == "client"
 
 
 def test_broker_beyond_max_node_id_never_leaks(mapping: PublicMap) -> None:
-    session = Session(mapping)
+    session = Session(mapping, IDENTITY)
     session.on_request(encode_request(3, 12, 1, "c", METADATA))
     with pytest.raises(Fault) as info:
         session.on_response(encode_response(3, 12, 1, metadata_response((5000, "10.0.0.5", 9092))))
