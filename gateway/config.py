@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .tls.settings import ListenerTlsConfig, SniConfig, UpstreamTlsConfig
+
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_NODE_ID = 65535
 
@@ -40,6 +42,7 @@ class UpstreamConfig(_Strict):
     bootstrap_servers: list[str] = Field(min_length=1)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     metadata_refresh_s: float = Field(default=30.0, gt=0)
+    tls: UpstreamTlsConfig | None = None
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -62,15 +65,27 @@ class ListenerConfig(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     bind_host: str = "127.0.0.1"
     bootstrap_port: Port
-    broker_port_base: Port
+    broker_port_base: Port | None = None  # required unless sni
     advertised_host: str = Field(min_length=1)
     advertised_bootstrap_port: Port | None = None
     advertised_port_base: Port | None = None
     max_node_id: int = Field(default=999, ge=0, le=MAX_NODE_ID)
     principal: str = Field(default="User:ANONYMOUS", pattern=r"^[A-Za-z]+:.+$")
+    tls: ListenerTlsConfig | None = None
+    sni: SniConfig | None = None
 
     @model_validator(mode="after")
     def _check_port_ranges(self) -> ListenerConfig:
+        if self.sni is not None:
+            if self.tls is None:
+                raise ValueError("sni needs tls: the broker is chosen by the TLS server name")
+            if self.broker_port_base is not None or self.advertised_port_base is not None:
+                raise ValueError(
+                    "with sni every broker shares bootstrap_port; drop broker_port_base"
+                )
+            return self
+        if self.broker_port_base is None:
+            raise ValueError("broker_port_base is required (or sni, for one port)")
         for base, what in (
             (self.broker_port_base, "broker_port_base"),
             (self.public_port_base, "advertised_port_base"),
@@ -85,6 +100,8 @@ class ListenerConfig(_Strict):
     def public_port_base(self) -> int:
         if self.advertised_port_base is not None:
             return self.advertised_port_base
+        if self.broker_port_base is None:  # sni: every broker on the bootstrap port
+            return self.public_bootstrap_port
         return self.broker_port_base
 
     @property
@@ -113,6 +130,28 @@ class LoggingConfig(_Strict):
     format: Literal["json", "text"] = "json"
 
 
+PrincipalName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*:\S(?:.*\S)?$")]
+
+
+class PolicyNoticesConfig(_Strict):
+    """Redis pub/sub: an instance that changes the policy tells the others at once."""
+
+    url: str = Field(pattern=r"^(redis|rediss|unix)://")
+    channel: str = Field(default="kgw:policy", min_length=1)
+
+
+class AuthorizationConfig(_Strict):
+    """Kafka ACLs as casbin policies (docs/authorization.md). Absent: no authorization."""
+
+    policy_dir: Path = Path("policies")
+    model_file: str = Field(default="model.conf", min_length=1)
+    policy_file: str = Field(default="policy.csv", min_length=1)
+    super_users: list[PrincipalName] = []
+    reload_interval_s: float = Field(default=0.25, gt=0, le=60)
+    cache_size: int = Field(default=100_000, ge=0)
+    redis: PolicyNoticesConfig | None = None
+
+
 class GatewayConfig(_Strict):
     """The whole configuration file."""
 
@@ -121,6 +160,7 @@ class GatewayConfig(_Strict):
     limits: LimitsConfig = LimitsConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
     logging: LoggingConfig = LoggingConfig()
+    authorization: AuthorizationConfig | None = None
 
     @model_validator(mode="after")
     def _check_listeners(self) -> GatewayConfig:
@@ -129,10 +169,9 @@ class GatewayConfig(_Strict):
             raise ValueError("listener names must be unique")
         taken: list[tuple[str, int, int, str]] = []
         for lst in self.listeners:
-            ranges = [
-                (lst.bootstrap_port, lst.bootstrap_port),
-                (lst.broker_port_base, lst.broker_port_base + lst.max_node_id),
-            ]
+            ranges = [(lst.bootstrap_port, lst.bootstrap_port)]
+            if lst.broker_port_base is not None:
+                ranges.append((lst.broker_port_base, lst.broker_port_base + lst.max_node_id))
             for low, high in ranges:
                 for other_host, o_low, o_high, other in taken:
                     overlaps = low <= o_high and o_low <= high

@@ -28,6 +28,12 @@ CONTEXT_KEYS = (
     "count",
     "seconds",
     "path",
+    "principal",
+    "tls_version",
+    "cipher",
+    "sni",
+    "subject",
+    "fingerprint",
 )
 
 

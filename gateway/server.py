@@ -16,13 +16,20 @@ import itertools
 import logging
 import time
 from collections.abc import Coroutine
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .config import GatewayConfig, ListenerConfig
 from .identity import ClientIdentity
 from .protocol.framing import FrameError, FrameReader
 from .session import Fault, Session, Side
+from .tls.accept import TlsAcceptor
+from .tls.reloader import Reloadable
+from .tls.sni import SniPublicMap
+from .tls.upstream import upstream_context
 from .topology import PublicMap, Topology
+
+if TYPE_CHECKING:
+    from .authz.engine import Authorizer
 
 log = logging.getLogger("kgw.server")
 _ids = itertools.count(1)
@@ -34,21 +41,34 @@ class ListenerSet:
     def __init__(self, gateway: Gateway, config: ListenerConfig) -> None:
         self.gateway = gateway
         self.config = config
-        self.public = PublicMap(config, gateway.topology)
+        self.public = (
+            PublicMap(config, gateway.topology)
+            if config.sni is None
+            else SniPublicMap(config, gateway.topology, config.sni)
+        )
+        self.tls = (  # loads the TLS material: MaterialError stops the start
+            TlsAcceptor(config.name, config.tls, config.sni, config.advertised_host)
+            if config.tls is not None
+            else None
+        )
         self.servers: dict[int | None, asyncio.Server] = {}
         self._opening: set[int] = set()
 
     def bind_port(self, node_id: int | None) -> int:
-        if node_id is None:
+        if node_id is None or self.config.broker_port_base is None:
             return self.config.bootstrap_port
         return self.config.broker_port_base + node_id
+
+    def _protocol(self, node_id: int | None) -> asyncio.Protocol:
+        conn = ClientConnection(self.gateway, self, node_id)
+        return conn if self.tls is None else self.tls.protocol(conn)
 
     async def open(self, node_id: int | None) -> None:
         port = self.bind_port(node_id)
         loop = asyncio.get_running_loop()
         try:
             server = await loop.create_server(
-                lambda: ClientConnection(self.gateway, self, node_id),
+                lambda: self._protocol(node_id),
                 self.config.bind_host,
                 port,
                 reuse_address=True,
@@ -79,7 +99,7 @@ class ListenerSet:
         )
 
     def ensure_broker(self, node_id: int) -> None:
-        if node_id in self.servers or node_id in self._opening:
+        if node_id in self.servers or node_id in self._opening or self.config.sni is not None:
             return
         if node_id > self.config.max_node_id:
             log.error(
@@ -110,7 +130,12 @@ class ClientConnection(asyncio.Protocol):
         self.identity = ClientIdentity(
             listener=listener.config.name, host="", port=0, principal=listener.config.principal
         )
-        self.session = Session(listener.public, self.identity)
+        enforcer = None
+        if gateway.authorizer is not None:
+            from .enforcement import Enforcer
+
+            enforcer = Enforcer(gateway.authorizer, self.identity)
+        self.session = Session(listener.public, self.identity, enforcer)
         self.reader = FrameReader(gateway.config.limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamConnection | None = None
@@ -259,11 +284,14 @@ class ClientConnection(asyncio.Protocol):
                 return
             try:
                 _, upstream = await asyncio.wait_for(
-                    loop.create_connection(lambda: UpstreamConnection(self), host, port), timeout
+                    loop.create_connection(
+                        lambda: UpstreamConnection(self), host, port, **self.gateway.upstream_tls()
+                    ),
+                    timeout,
                 )
             except (OSError, TimeoutError) as exc:
                 last_error = (
-                    f"{host}:{port}: {exc.strerror or type(exc).__name__}"
+                    f"{host}:{port}: {exc.strerror or str(exc) or type(exc).__name__}"
                     if isinstance(exc, OSError)
                     else f"{host}:{port}: connect timed out after {timeout}s"
                 )
@@ -357,6 +385,11 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.topology = Topology(on_new_broker=self._on_new_broker)
+        self.authorizer: Authorizer | None = None
+        if config.authorization is not None:
+            from .authz.engine import Authorizer
+
+            self.authorizer = Authorizer.from_config(config.authorization)
         self.listeners = [ListenerSet(self, lst) for lst in config.listeners]
         self.connections: set[ClientConnection] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -365,6 +398,28 @@ class Gateway:
         self._stop = asyncio.Event()
         self._drained = asyncio.Event()
         self._rotation = 0
+        tls = config.upstream.tls
+        self.upstream_tls_material = upstream_context(tls) if tls is not None else None
+
+    def tls_material(self) -> list[Reloadable]:
+        found = [lst.tls.material for lst in self.listeners if lst.tls is not None]
+        if self.upstream_tls_material is not None:
+            found.append(self.upstream_tls_material)
+        return found
+
+    def upstream_tls(self) -> dict[str, Any]:
+        """Keyword arguments for a new broker connection (TLS with the current context)."""
+        if self.upstream_tls_material is None:
+            return {}
+        return {
+            "ssl": self.upstream_tls_material.context,
+            "ssl_handshake_timeout": self.config.upstream.connect_timeout_s,
+        }
+
+    def reload(self) -> None:
+        """SIGHUP: reload TLS material (new connections only; bad material is refused)."""
+        for material in self.tls_material():
+            material.reload("SIGHUP")
 
     def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Create a task that is named, referenced until done, and logged if it fails."""
@@ -403,7 +458,16 @@ class Gateway:
         for listener in self.listeners:
             await listener.open(None)
         self.spawn("metadata-refresh", self._refresh_loop())
+        if self.authorizer is not None:
+            self.spawn("policy-watch", self.authorizer.watch(self._stop))
+        else:
+            log.warning(
+                "authorization is off: every client may do anything the gateway's own identity may",
+                extra={"event": "authorization_off"},
+            )
         self.spawn("idle-sweeper", self._idle_loop())
+        for material in self.tls_material():
+            self.spawn(f"tls-watch-{material.name}", material.watch(self._stop))
 
     async def _refresh_loop(self) -> None:
         from .kafka_client import fetch_brokers
@@ -412,7 +476,9 @@ class Gateway:
         while not self.stopping:
             for host, port in self.upstream_candidates(None):
                 try:
-                    brokers = await fetch_brokers(host, port, upstream.connect_timeout_s)
+                    brokers = await fetch_brokers(
+                        host, port, upstream.connect_timeout_s, **self.upstream_tls()
+                    )
                 except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                     log.warning(
                         "metadata refresh failed",

@@ -15,17 +15,26 @@ Violations raise ``Fault``, which names whose fault it was.
 
 from __future__ import annotations
 
+import logging
 import struct
+import time
 from collections import deque
-from typing import Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from kio.static.protocol import Entity
 
 from .identity import ClientIdentity
 from .protocol import apis
-from .protocol.api_versions import rewrite_api_versions, unsupported_api_versions
+from .protocol.api_versions import (
+    Advertised,
+    default_advertised,
+    rewrite_api_versions,
+    unsupported_api_versions,
+)
 from .protocol.codec import (
     ProtocolError,
+    decode_request,
     decode_response,
     encode_body,
     encode_response,
@@ -40,6 +49,12 @@ from .protocol.framing import frame
 from .rewrite import needs_rewrite, rewrite
 from .topology import PublicMap, UnmappableBroker
 
+if TYPE_CHECKING:
+    from .enforcement import Enforcer
+
+log = logging.getLogger("kgw.authz")
+Merge = Callable[[Any], Any]
+DENIAL_LOG_INTERVAL_S = 10.0
 Side = Literal["client", "upstream", "gateway"]
 _HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 
@@ -56,7 +71,7 @@ class Fault(Exception):
 class Slot:
     """A response the client is owed, in request order."""
 
-    __slots__ = ("api_key", "api_version", "correlation_id", "data", "upstream")
+    __slots__ = ("api_key", "api_version", "correlation_id", "data", "merge", "upstream")
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int, upstream: bool) -> None:
         self.api_key = api_key
@@ -64,18 +79,26 @@ class Slot:
         self.correlation_id = correlation_id
         self.upstream = upstream
         self.data: bytes | None = None
+        self.merge: Merge | None = None
 
 
 class Session:
     """The state of one client connection and its upstream connection."""
 
-    def __init__(self, mapping: PublicMap, identity: ClientIdentity) -> None:
+    def __init__(
+        self, mapping: PublicMap, identity: ClientIdentity, enforcer: Enforcer | None = None
+    ) -> None:
         self.mapping = mapping
         self.identity = identity
+        self.enforcer = enforcer
+        self._advertised: Advertised = (
+            default_advertised if enforcer is None else enforcer.advertised
+        )
         self._order: deque[Slot] = deque()
         self._waiting: deque[Slot] = deque()
         self.close_after_flush: str | None = None
         self.requests = 0
+        self._denials_logged: dict[str, tuple[float, int]] = {}
 
     @property
     def inflight(self) -> int:
@@ -98,15 +121,78 @@ class Session:
             raise Fault("client", str(exc)) from None
         if key == apis.API_VERSIONS:
             return self._api_versions(data, version, correlation_id)
-        if not apis.is_supported(key, version):
+        spec = self._advertised(key)
+        if spec is None or not spec.min_version <= version <= spec.max_version:
             self._refuse_version(key, version, correlation_id)
             return None
+        if self.enforcer is not None:
+            return self._enforce(data, key, version, correlation_id)
         if key == apis.PRODUCE and self._produce_acks(data) == 0:
             return data
-        slot = Slot(key, version, correlation_id, upstream=True)
+        self._expect(Slot(key, version, correlation_id, upstream=True))
+        return data
+
+    def _expect(self, slot: Slot) -> None:
         self._order.append(slot)
         self._waiting.append(slot)
-        return data
+
+    def _enforce(self, data: bytes, key: int, version: int, correlation_id: int) -> bytes | None:
+        """Authorize every part of the request; forward only what is allowed."""
+        assert self.enforcer is not None
+        payload = memoryview(data)[4:]
+        try:
+            head = parse_request_head(payload)
+            request: Any = decode_request(head, payload)
+        except ProtocolError as exc:
+            raise Fault("client", str(exc)) from None
+        verdict = self.enforcer.decide(key, request, apis.response_schema(key, version))
+        no_response = key == apis.PRODUCE and int(request.acks) == 0
+        if verdict.denied:
+            self._log_denial(key, version)
+            if no_response:  # nothing to answer with: close, as Kafka does
+                raise Fault("client", "Produce with acks=0 was denied by authorization")
+        if verdict.local is not None:
+            reply = encode_response(key, version, correlation_id, verdict.local)
+            self._local(key, version, correlation_id, reply)
+            return None
+        out = data
+        if verdict.rewritten:
+            forward: Any = verdict.forward
+            out = frame(bytes(payload[: head.body_offset]) + encode_body(forward))
+        if not no_response:
+            slot = Slot(key, version, correlation_id, upstream=True)
+            slot.merge = verdict.merge
+            self._expect(slot)
+        return out
+
+    def _log_denial(self, key: int, version: int) -> None:
+        """One line per distinct denial per connection every DENIAL_LOG_INTERVAL_S at most."""
+        assert self.enforcer is not None
+        reasons = self.enforcer.last_denials
+        summary = "; ".join(reasons[:5]) + (
+            f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""
+        )
+        now = time.monotonic()
+        last, suppressed = self._denials_logged.get(summary, (0.0, 0))
+        if now - last < DENIAL_LOG_INTERVAL_S:
+            self._denials_logged[summary] = (last, suppressed + 1)
+            return
+        self._denials_logged[summary] = (now, 0)
+        if suppressed:
+            summary += f" [{suppressed} identical denials not logged]"
+        log.info(
+            "request denied: %s",
+            summary,
+            extra={
+                "event": "authorization_denied",
+                "principal": self.identity.principal,
+                "peer": f"{self.identity.host}:{self.identity.port}",
+                "listener": self.identity.listener,
+                "api": apis.api_name(key),
+                "api_version": version,
+                "count": len(reasons),
+            },
+        )
 
     def _produce_acks(self, data: bytes) -> int:
         payload = memoryview(data)[4:]
@@ -123,9 +209,7 @@ class Session:
                 apis.API_VERSIONS, 0, correlation_id, unsupported_api_versions(correlation_id)
             )
             return None
-        slot = Slot(apis.API_VERSIONS, version, correlation_id, upstream=True)
-        self._order.append(slot)
-        self._waiting.append(slot)
+        self._expect(Slot(apis.API_VERSIONS, version, correlation_id, upstream=True))
         return data
 
     def _refuse_version(self, key: int, version: int, correlation_id: int) -> None:
@@ -168,11 +252,14 @@ class Session:
         key = slot.api_key
         try:
             if key == apis.API_VERSIONS:
-                return frame(rewrite_api_versions(payload, slot.api_version))
-            if not needs_rewrite(key, slot.api_version):
+                return frame(rewrite_api_versions(payload, slot.api_version, self._advertised))
+            rewriting = needs_rewrite(key, slot.api_version)
+            if not rewriting and slot.merge is None:
                 return data
             response: Entity = decode_response(payload, key, slot.api_version)
-            rewritten = rewrite(key, response, self.mapping)
+            rewritten = response if slot.merge is None else slot.merge(response)
+            if rewriting:
+                rewritten = rewrite(key, rewritten, self.mapping)
         except ProtocolError as exc:
             raise Fault("upstream", f"{apis.api_name(key)} v{slot.api_version}: {exc}") from None
         except UnmappableBroker as exc:

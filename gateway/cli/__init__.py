@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable
 
 from .. import __version__
-from . import dev, serve
+from . import certs, dev, policy, serve
 
-GROUPS = (serve, dev)
+GROUPS = (serve, dev, certs, policy)
 
 
 def build_parser() -> argparse.ArgumentParser:

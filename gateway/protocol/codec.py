@@ -92,19 +92,22 @@ def parse_request_head(data: Data) -> RequestHead:
     return RequestHead(key, version, correlation_id, client_id, offset)
 
 
-def _read_exact(cls: type[E], data: Data, offset: int, what: str) -> E:
+def _read_exact(cls: type[E], data: Data, offset: int, what: str, strict: bool = True) -> E:
     try:
         entity, size = entity_reader(cls)(data, offset)
     except (DecodeError, ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from None
-    if offset + size != len(data):
+    if strict and offset + size != len(data):
         raise ProtocolError(f"{what} has {len(data) - offset - size} trailing bytes")
     return entity
 
 
 def decode_request(head: RequestHead, data: Data) -> Entity:
+    """Decode a request body. Trailing bytes are ignored, as Kafka's own parser does:
+    librdkafka 2.x sends three extra bytes after an all-topics MetadataRequest v13."""
     cls = request_schema(head.api_key, head.api_version)
-    return _read_exact(cls, data, head.body_offset, f"{cls.__name__} v{head.api_version}")
+    what = f"{cls.__name__} v{head.api_version}"
+    return _read_exact(cls, data, head.body_offset, what, strict=False)
 
 
 def response_body_offset(data: Data, api_key: int, api_version: int) -> int:

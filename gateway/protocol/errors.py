@@ -23,7 +23,6 @@ INVALID_REQUEST = ErrorCode.invalid_request  # 42
 _ZERO_BY_KAFKA_TYPE: dict[str, Any] = {
     "bool": False,
     "bytes": b"",
-    "records": None,
     "uuid": uuid.UUID(int=0),
     "timedelta_i32": datetime.timedelta(0),
     "timedelta_i64": datetime.timedelta(0),
@@ -50,6 +49,8 @@ def _neutral(cls: type[Any], field: dataclasses.Field[Any], code: ErrorCode) -> 
     args = typing.get_args(hint)
     if kafka_type == "error_code":
         return code
+    if kafka_type == "records":  # Kafka sends empty records, never null (librdkafka insists)
+        return b""
     if origin is tuple:
         return ()
     if origin in (typing.Union, types.UnionType) and type(None) in args:

@@ -89,3 +89,11 @@ def test_produce_acks_legacy(acks: int) -> None:
     data = _payload(encode_request(0, 7, 1, None, body))
     head = parse_request_head(data)
     assert produce_acks(data, head.body_offset, 7) == acks
+
+
+def test_request_trailing_bytes_are_ignored_like_kafka_does() -> None:
+    # librdkafka 2.16's all-topics MetadataRequest v13, captured: 3 bytes after the tags.
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    head = parse_request_head(frame)
+    request = decode_request(head, frame)
+    assert request.topics is None

@@ -1,0 +1,71 @@
+"""Authorization enforcement: every request checked before anything reaches a broker.
+
+``Enforcer.decide`` runs the API's unit (``units.UNITS``) with a check bound to
+the connection's principal and address; decisions come from the casbin
+``Authorizer`` (cached per policy version). ``advertised`` narrows what
+ApiVersions offers while authorization is on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..authz.engine import Authorizer
+from ..authz.model import Operation, ResourceType
+from ..identity import ClientIdentity
+from ..protocol.apis import ApiSpec, gateway_apis
+from . import acl_admin
+from .acl_admin import ACL_APIS
+from .toolkit import CLUSTER_DENIED, deny_whole
+from .units import AUTHZ_HIDDEN, AUTHZ_MAX_VERSION, UNITS
+from .verdict import Verdict
+
+log = logging.getLogger("kgw.authz")
+
+
+def advertised(key: int) -> ApiSpec | None:
+    """The gateway's range for ``key`` with authorization on (None: hidden)."""
+    spec = gateway_apis().get(key)
+    if spec is None or key in AUTHZ_HIDDEN or (key not in UNITS and key not in ACL_APIS):
+        return None
+    cap = AUTHZ_MAX_VERSION.get(key)
+    if cap is not None and cap < spec.max_version:
+        return ApiSpec(spec.key, spec.name, spec.min_version, cap)
+    return spec
+
+
+class Enforcer:
+    """Binds the authorizer to one connection's identity."""
+
+    __slots__ = ("authorizer", "identity", "last_denials")
+    advertised = staticmethod(advertised)
+
+    def __init__(self, authorizer: Authorizer, identity: ClientIdentity) -> None:
+        self.authorizer = authorizer
+        self.identity = identity
+        self.last_denials: list[str] = []
+
+    def check(self, resource_type: ResourceType, name: str, operation: Operation) -> bool:
+        identity = self.identity
+        decision = self.authorizer.authorize(
+            identity.principal, identity.host, resource_type, name, operation
+        )
+        if not decision.allowed:
+            self.last_denials.append(
+                f"{operation.name} {resource_type.name}:{name}: {decision.rule}"
+            )
+        return decision.allowed
+
+    def decide(self, api_key: int, request: Any, response_cls: type[Any]) -> Verdict:
+        self.last_denials = []
+        if api_key in ACL_APIS:
+            actor = self.identity.principal
+            return acl_admin.handle(
+                api_key, request, response_cls, self.check, self.authorizer, actor
+            )
+        unit = UNITS.get(api_key)
+        if unit is None:  # not in the mapping: denied
+            self.last_denials.append(f"api {api_key} has no authorization unit")
+            return deny_whole(response_cls, CLUSTER_DENIED)
+        return unit(request, self.check, response_cls)
