@@ -1,0 +1,1 @@
+"""The gateway's own side of its broker connections: its service identity."""
