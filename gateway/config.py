@@ -12,6 +12,10 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .accesslog.settings import AccessLogConfig
+from .observability.settings import MetricsConfig
+from .quotas.settings import QuotaConfig
+from .sasl.settings import SaslConfig
 from .tls.settings import ListenerTlsConfig, SniConfig, UpstreamTlsConfig
 
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -73,6 +77,8 @@ class ListenerConfig(_Strict):
     principal: str = Field(default="User:ANONYMOUS", pattern=r"^[A-Za-z]+:.+$")
     tls: ListenerTlsConfig | None = None
     sni: SniConfig | None = None
+    authentication: Literal["none", "sasl"] = "none"
+    principal_from: Literal["sasl", "certificate"] = "sasl"
 
     @model_validator(mode="after")
     def _check_port_ranges(self) -> ListenerConfig:
@@ -161,12 +167,21 @@ class GatewayConfig(_Strict):
     shutdown: ShutdownConfig = ShutdownConfig()
     logging: LoggingConfig = LoggingConfig()
     authorization: AuthorizationConfig | None = None
+    quotas: QuotaConfig | None = None
+    accesslog: AccessLogConfig | None = None  # absent: no access log
+    metrics: MetricsConfig | None = None  # absent: no metrics endpoint
+    sasl: SaslConfig | None = None  # absent: no SASL mechanisms (docs/sasl.md)
 
     @model_validator(mode="after")
     def _check_listeners(self) -> GatewayConfig:
         names = [listener.name for listener in self.listeners]
         if len(set(names)) != len(names):
             raise ValueError("listener names must be unique")
+        for listener in self.listeners:
+            if listener.authentication == "sasl" and self.sasl is None:
+                raise ValueError(
+                    f"listener {listener.name!r} uses SASL but there is no sasl section"
+                )
         taken: list[tuple[str, int, int, str]] = []
         for lst in self.listeners:
             ranges = [(lst.bootstrap_port, lst.bootstrap_port)]

@@ -20,3 +20,6 @@ class ClientIdentity:
     tls_version: str | None = None
     tls_cipher: str | None = None
     cert_subject: str | None = None
+    sasl_mechanism: str | None = None
+    api_key_id: str | None = None
+    tenant: str | None = None

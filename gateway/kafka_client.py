@@ -8,6 +8,7 @@ decodes the response with kio.
 from __future__ import annotations
 
 import asyncio
+import ssl as ssl_
 import struct
 from typing import TypeVar
 
@@ -23,14 +24,22 @@ CLIENT_ID = "kgw-control"
 
 
 async def roundtrip(
-    host: str, port: int, request: Entity, response_type: type[E], timeout_s: float
+    host: str,
+    port: int,
+    request: Entity,
+    response_type: type[E],
+    timeout_s: float,
+    ssl: ssl_.SSLContext | None = None,
+    ssl_handshake_timeout: float | None = None,
 ) -> E:
-    """Send ``request`` to ``host:port`` and return its decoded response."""
+    """Send ``request`` to ``host:port`` (over TLS with ``ssl``) and return its decoded response."""
     key = int(request.__api_key__)  # type: ignore[attr-defined]
     version = int(request.__version__)
 
     async def exchange() -> E:
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=ssl, ssl_handshake_timeout=ssl_handshake_timeout if ssl else None
+        )
         try:
             writer.write(encode_request(key, version, 1, CLIENT_ID, request))
             await writer.drain()
@@ -43,10 +52,18 @@ async def roundtrip(
     return await asyncio.wait_for(exchange(), timeout_s)
 
 
-async def fetch_brokers(host: str, port: int, timeout_s: float) -> dict[int, tuple[str, int]]:
+async def fetch_brokers(
+    host: str,
+    port: int,
+    timeout_s: float,
+    ssl: ssl_.SSLContext | None = None,
+    ssl_handshake_timeout: float | None = None,
+) -> dict[int, tuple[str, int]]:
     """The cluster's brokers as one of them sees them: node id → private address."""
     request = MetadataRequest(
         topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
-    response = await roundtrip(host, port, request, MetadataResponse, timeout_s)
+    response = await roundtrip(
+        host, port, request, MetadataResponse, timeout_s, ssl, ssl_handshake_timeout
+    )
     return {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}

@@ -34,6 +34,8 @@ CONTEXT_KEYS = (
     "sni",
     "subject",
     "fingerprint",
+    "outcome",
+    "mechanism",
 )
 
 

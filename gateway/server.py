@@ -16,10 +16,14 @@ import itertools
 import logging
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from .accesslog import AccessLog, build_access_log
+from .accesslog.records import default_instance
 from .config import GatewayConfig, ListenerConfig
 from .identity import ClientIdentity
+from .observability import ConnectionObserver, GatewayMetrics, ObservabilityServer
+from .observability import serve as serve_observability
 from .protocol.framing import FrameError, FrameReader
 from .session import Fault, Session, Side
 from .tls.accept import TlsAcceptor
@@ -30,6 +34,7 @@ from .topology import PublicMap, Topology
 
 if TYPE_CHECKING:
     from .authz.engine import Authorizer
+    from .sasl import FailureLimiter, SaslServer, Step
 
 log = logging.getLogger("kgw.server")
 _ids = itertools.count(1)
@@ -135,7 +140,23 @@ class ClientConnection(asyncio.Protocol):
             from .enforcement import Enforcer
 
             enforcer = Enforcer(gateway.authorizer, self.identity)
-        self.session = Session(listener.public, self.identity, enforcer)
+        auth = None
+        if listener.config.authentication == "sasl" and gateway.sasl_server is not None:
+            from .authentication import Authentication
+
+            auth = Authentication(
+                gateway.sasl_server,
+                self.identity,
+                gateway.config.sasl.session_lifetime_s if gateway.config.sasl else 0,
+                keep_certificate_principal=listener.config.principal_from == "certificate",
+            )
+        self.observer = ConnectionObserver(
+            gateway.accesslog, gateway.metrics, gateway.instance, self.conn_id, self.identity
+        )
+        self._observed_close = False
+        self.session = Session(
+            listener.public, self.identity, enforcer, auth, observe=self.observer.active
+        )
         self.reader = FrameReader(gateway.config.limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamConnection | None = None
@@ -145,6 +166,7 @@ class ClientConnection(asyncio.Protocol):
         self.draining = False
         self._paused: set[str] = set()
         self._backlog: list[bytes] = []
+        self._held: list[bytes] = []
 
     def _extra(self, event: str, **more: Any) -> dict[str, Any]:
         return {
@@ -166,25 +188,41 @@ class ClientConnection(asyncio.Protocol):
             self.identity.host, self.identity.port = str(peer[0]), int(peer[1])
         transport.set_write_buffer_limits(high=self.gateway.config.limits.write_buffer_high_bytes)
         self.gateway.connections.add(self)
+        self._observed(self.observer.opened())
         log.debug("client connected", extra=self._extra("client_open"))
         if self.gateway.stopping:
             self.close("gateway is shutting down", "gateway")
             return
         self.pause("connecting")
         self.gateway.spawn(f"connect-{self.conn_id}", self._connect_upstream())
+        sasl = self.gateway.config.sasl
+        if self.session.auth is not None and sasl is not None:
+            asyncio.get_running_loop().call_later(sasl.auth_timeout_s, self._auth_deadline)
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
         try:
             frames = self.reader.feed(data)
-            forward = []
-            for item in frames:
-                out = self.session.on_request(item)
-                if out is not None:
-                    forward.append(out)
         except FrameError as exc:
             self.fail(Fault("client", str(exc)))
             return
+        if self._held or self.session.pending_step is not None:
+            self._held.extend(frames)  # a SASL step is running: keep the order
+            return
+        self._process(frames)
+
+    def _process(self, frames: list[bytes]) -> None:
+        forward = []
+        try:
+            for index, item in enumerate(frames):
+                out = self.session.on_request(item)
+                if out is not None:
+                    forward.append(out)
+                if self.session.pending_step is not None:
+                    self._held.extend(frames[index + 1 :])
+                    self.pause("authenticating")
+                    self.gateway.spawn(f"sasl-{self.conn_id}", self._run_step())
+                    break
         except Fault as fault:
             self.fail(fault)
             return
@@ -197,11 +235,81 @@ class ClientConnection(asyncio.Protocol):
         if self.session.inflight >= self.gateway.config.limits.max_inflight_requests:
             self.pause("inflight")
 
+    async def _run_step(self) -> None:
+        """Run one SASL step off the session; slow down repeated failures."""
+        from .sasl.base import fail
+        from .sasl.limiter import address_key, principal_key
+
+        pending = self.session.pending_step
+        assert pending is not None
+        try:
+            step = await pending.mechanism.step(pending.auth_bytes)
+        except Exception as exc:  # a mechanism bug must not leave the client hanging
+            log.error("SASL mechanism failed", exc_info=exc, extra=self._extra("sasl_error"))
+            step = fail(f"internal error in {pending.mechanism.name}")
+        if self.closed:
+            return
+        limiter = self.gateway.auth_limiter
+        if step.done:
+            self._log_authentication(pending.mechanism.name, step)
+            if not step.succeeded and limiter is not None:
+                keys = [address_key(self.identity.host)]
+                if step.claimed:
+                    keys.append(principal_key(step.claimed))
+                limiter.record_failure(*keys)
+                delay = limiter.delay(*keys)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if self.closed:
+                    return
+        self.session.complete_step(step)
+        self.flush()
+        held, self._held = self._held, []
+        self.resume("authenticating")
+        if held and not self.closed:
+            self._process(held)
+
+    def _observed(self, accepted: bool) -> None:
+        """The access log wants this connection to wait (``on_full: block``)."""
+        if not accepted and "accesslog" not in self._paused and not self.closed:
+            self.pause("accesslog")
+            self.observer.resume_when_ready(lambda: self.resume("accesslog"))
+
+    def _observe_close(self, reason: str) -> None:
+        if not self._observed_close:
+            self._observed_close = True
+            self.observer.closed(reason)
+
+    def _log_authentication(self, mechanism: str, step: Step) -> None:
+        outcome: Literal["success", "failure"] = "success" if step.succeeded else "failure"
+        self.observer.auth(outcome, step.reason)
+        if not step.succeeded and self.gateway.metrics is not None:
+            self.gateway.metrics.auth_failed(self.listener.config.name, mechanism)
+        log.log(
+            logging.INFO if step.succeeded else logging.WARNING,
+            "SASL authentication %s",
+            outcome,
+            extra=self._extra(
+                "authentication",
+                outcome=outcome,
+                mechanism=mechanism,
+                principal=step.principal or step.claimed,
+                reason=step.reason,
+            ),
+        )
+
+    def _auth_deadline(self) -> None:
+        auth = self.session.auth
+        if auth is not None and not auth.authenticated and not self.closed:
+            timeout = self.gateway.config.sasl.auth_timeout_s if self.gateway.config.sasl else 0
+            self.close(f"SASL authentication did not finish within {timeout:g}s", "client")
+
     def eof_received(self) -> bool | None:
         return None  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._observe_close("client disconnected" if exc is None else f"connection lost: {exc}")
         self.gateway.forget(self)
         if self.upstream is not None:
             self.upstream.close()
@@ -235,6 +343,9 @@ class ClientConnection(asyncio.Protocol):
         if ready and self.transport is not None and not self.closed:
             self.transport.writelines(ready)
             self.last_activity = time.monotonic()
+        if self.session.finished:
+            for exchange in self.session.take_finished():
+                self._observed(self.observer.exchange(exchange))
         if "inflight" in self._paused and (
             self.session.inflight < self.gateway.config.limits.max_inflight_requests
         ):
@@ -257,6 +368,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
+        self._observe_close(reason)
         if not quiet:
             level = logging.INFO if side == "gateway" else logging.WARNING
             log.log(
@@ -272,46 +384,67 @@ class ClientConnection(asyncio.Protocol):
         self.gateway.forget(self)
 
     async def _connect_upstream(self) -> None:
-        candidates = self.gateway.upstream_candidates(self.node_id)
-        if not candidates:
-            self.close(f"broker {self.node_id} is not in the cluster", "upstream")
-            return
+        """Connect to the broker, retrying with backoff for up to ``connect_timeout_s``.
+
+        A broker that refuses (killed, restarting) keeps the client waiting rather
+        than accepted-then-closed at once, which some clients (kafka-python) take as
+        a successful connect and retry without backoff.
+        """
         loop = asyncio.get_running_loop()
         timeout = self.gateway.config.upstream.connect_timeout_s
-        last_error = "no address"
-        for host, port in candidates:
-            if self.closed:
-                return
-            try:
-                _, upstream = await asyncio.wait_for(
-                    loop.create_connection(
-                        lambda: UpstreamConnection(self), host, port, **self.gateway.upstream_tls()
-                    ),
-                    timeout,
-                )
-            except (OSError, TimeoutError) as exc:
-                last_error = (
-                    f"{host}:{port}: {exc.strerror or str(exc) or type(exc).__name__}"
-                    if isinstance(exc, OSError)
-                    else f"{host}:{port}: connect timed out after {timeout}s"
-                )
-                log.warning(
-                    "upstream connect failed",
-                    extra=self._extra(
-                        "upstream_connect_failed", upstream=f"{host}:{port}", reason=last_error
-                    ),
-                )
-                continue
-            if self.closed:
-                upstream.close()
-                return
-            self.upstream = upstream
-            if self._backlog:
-                upstream.send(self._backlog)
-                self._backlog = []
-            self.resume("connecting")
+        deadline = loop.time() + timeout
+        delay, attempts, last_error = 0.1, 0, "the broker is not in the cluster"
+        while not self.closed:
+            for host, port in self.gateway.upstream_candidates(self.node_id):
+                attempts += 1
+                remaining = max(0.1, deadline - loop.time())
+                upstream, error = await self._try_upstream(host, port, remaining)
+                if upstream is not None:
+                    self._attach(upstream)
+                    return
+                last_error = error
+                if self.closed:
+                    return
+            if loop.time() + delay >= deadline:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        if self.closed:
             return
-        self.close(f"no broker reachable ({last_error})", "upstream")
+        log.warning(
+            "upstream connect failed",
+            extra=self._extra("upstream_connect_failed", reason=last_error, count=attempts),
+        )
+        if self.gateway.metrics is not None:
+            self.gateway.metrics.upstream_error("connect")
+        self.close(f"no broker reachable within {timeout:g}s ({last_error})", "upstream")
+
+    async def _try_upstream(
+        self, host: str, port: int, timeout_s: float
+    ) -> tuple[UpstreamConnection | None, str]:
+        loop = asyncio.get_running_loop()
+        try:
+            _, upstream = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: UpstreamConnection(self), host, port, **self.gateway.upstream_tls()
+                ),
+                timeout_s,
+            )
+        except TimeoutError:
+            return None, f"{host}:{port}: connect timed out after {timeout_s:.1f}s"
+        except OSError as exc:
+            return None, f"{host}:{port}: {exc.strerror or str(exc) or type(exc).__name__}"
+        return upstream, ""
+
+    def _attach(self, upstream: UpstreamConnection) -> None:
+        if self.closed:
+            upstream.close()
+            return
+        self.upstream = upstream
+        if self._backlog:
+            upstream.send(self._backlog)
+            self._backlog = []
+        self.resume("connecting")
 
 
 class UpstreamConnection(asyncio.Protocol):
@@ -350,6 +483,8 @@ class UpstreamConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if not self.client.closed:
+            if self.client.gateway.metrics is not None:
+                self.client.gateway.metrics.upstream_error("closed")
             reason = (
                 f"broker closed the connection ({exc})" if exc else "broker closed the connection"
             )
@@ -385,6 +520,35 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.topology = Topology(on_new_broker=self._on_new_broker)
+        self.sasl_server: SaslServer | None = None
+        self.auth_limiter: FailureLimiter | None = None
+        if config.sasl is not None:
+            from .sasl import FailureLimiter, SaslServer
+
+            self.sasl_server = SaslServer.from_config(config.sasl)
+            limits = config.sasl.failure_limiter
+            self.auth_limiter = FailureLimiter(
+                max_failures=limits.max_failures,
+                window_s=limits.window_s,
+                base_delay_s=limits.base_delay_s,
+                max_delay_s=limits.max_delay_s,
+                max_keys=limits.max_keys,
+            )
+        self.accesslog: AccessLog | None = None
+        self.metrics: GatewayMetrics | None = None
+        self.metrics_server: ObservabilityServer | None = None
+        self.instance = default_instance()
+        if config.accesslog is not None:
+            self.accesslog = build_access_log(
+                config.accesslog,
+                bootstrap=lambda: self.upstream_candidates(None),
+                connect_kwargs=self.upstream_tls,
+            )
+            self.instance = config.accesslog.instance or self.instance
+        if config.metrics is not None and config.metrics.enabled:
+            self.metrics = GatewayMetrics(max_tenants=config.metrics.max_tenants)
+            if self.accesslog is not None:
+                self.metrics.watch_access_log(self.accesslog.stats)
         self.authorizer: Authorizer | None = None
         if config.authorization is not None:
             from .authz.engine import Authorizer
@@ -458,6 +622,15 @@ class Gateway:
         for listener in self.listeners:
             await listener.open(None)
         self.spawn("metadata-refresh", self._refresh_loop())
+        if self.accesslog is not None:
+            self.spawn("accesslog", self.accesslog.run())
+        if self.metrics is not None and self.config.metrics is not None:
+            checks = {
+                "cluster": lambda: self.cluster_reachable,
+                "policies": lambda: self.authorizer is None or self.authorizer.version > 0,
+            }
+            self.metrics_server = serve_observability(self.config.metrics, self.metrics, checks)
+            await self.metrics_server.start()
         if self.authorizer is not None:
             self.spawn("policy-watch", self.authorizer.watch(self._stop))
         else:
@@ -510,7 +683,10 @@ class Gateway:
                 await asyncio.wait_for(self._stop.wait(), min(5.0, idle / 2))
             cutoff = time.monotonic() - idle
             for conn in list(self.connections):
-                if conn.last_activity < cutoff and conn.session.inflight == 0:
+                auth = conn.session.auth
+                if auth is not None and auth.expired() and conn.session.inflight == 0:
+                    conn.close("SASL session lifetime ended without re-authentication", "client")
+                elif conn.last_activity < cutoff and conn.session.inflight == 0:
                     conn.close(f"idle for more than {idle:g}s", "gateway")
 
     def request_stop(self) -> None:
@@ -534,6 +710,10 @@ class Gateway:
                 await asyncio.wait_for(self._drained.wait(), self.config.shutdown.drain_timeout_s)
         for conn in list(self.connections):
             conn.close("drain timeout", "gateway")
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+        if self.accesslog is not None:
+            await self.accesslog.close(5)
         for task in list(self.tasks):
             task.cancel()
         log.info("gateway stopped", extra={"event": "stopped"})

@@ -24,6 +24,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kio.static.protocol import Entity
 
+from .accesslog.exchange import Exchange
+from .accesslog.exchange import begin as begin_exchange
+from .accesslog.exchange import complete as complete_exchange
+from .accesslog.records import decision_of, resources_of
+from .authentication import (
+    SASL_APIS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    Authentication,
+    PendingStep,
+    sasl_specs,
+)
 from .identity import ClientIdentity
 from .protocol import apis
 from .protocol.api_versions import (
@@ -32,6 +44,7 @@ from .protocol.api_versions import (
     rewrite_api_versions,
     unsupported_api_versions,
 )
+from .protocol.apis import ApiSpec
 from .protocol.codec import (
     ProtocolError,
     decode_request,
@@ -51,6 +64,7 @@ from .topology import PublicMap, UnmappableBroker
 
 if TYPE_CHECKING:
     from .enforcement import Enforcer
+    from .sasl import Step
 
 log = logging.getLogger("kgw.authz")
 Merge = Callable[[Any], Any]
@@ -71,29 +85,56 @@ class Fault(Exception):
 class Slot:
     """A response the client is owed, in request order."""
 
-    __slots__ = ("api_key", "api_version", "correlation_id", "data", "merge", "upstream")
+    __slots__ = (
+        "api_key", "api_version", "correlation_id", "data", "exchange", "merge", "upstream",
+    )  # fmt: skip
 
-    def __init__(self, api_key: int, api_version: int, correlation_id: int, upstream: bool) -> None:
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        upstream: bool,
+        exchange: Exchange | None = None,
+    ) -> None:
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.upstream = upstream
         self.data: bytes | None = None
         self.merge: Merge | None = None
+        self.exchange = exchange
 
 
 class Session:
     """The state of one client connection and its upstream connection."""
 
     def __init__(
-        self, mapping: PublicMap, identity: ClientIdentity, enforcer: Enforcer | None = None
+        self,
+        mapping: PublicMap,
+        identity: ClientIdentity,
+        enforcer: Enforcer | None = None,
+        auth: Authentication | None = None,
+        observe: bool = False,
     ) -> None:
         self.mapping = mapping
+        self.observe = observe
+        self.finished: list[Exchange] = []  # exchanges whose response left (for the access log)
+        self._exchange: Exchange | None = None  # the request being handled
         self.identity = identity
         self.enforcer = enforcer
-        self._advertised: Advertised = (
-            default_advertised if enforcer is None else enforcer.advertised
-        )
+        self.auth = auth
+        self.pending_step: PendingStep | None = None
+        self._step_slot: Slot | None = None
+        base: Advertised = default_advertised if enforcer is None else enforcer.advertised
+        self._advertised: Advertised = base
+        if auth is not None:
+            specs = sasl_specs()
+
+            def with_sasl(key: int) -> ApiSpec | None:
+                return specs[key] if key in specs else base(key)
+
+            self._advertised = with_sasl
         self._order: deque[Slot] = deque()
         self._waiting: deque[Slot] = deque()
         self.close_after_flush: str | None = None
@@ -117,6 +158,7 @@ class Session:
         self.requests += 1
         try:
             key, version, correlation_id = peek_request(memoryview(data)[4:])
+            self._exchange = begin_exchange(data) if self.observe else None
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
         if key == apis.API_VERSIONS:
@@ -125,12 +167,65 @@ class Session:
         if spec is None or not spec.min_version <= version <= spec.max_version:
             self._refuse_version(key, version, correlation_id)
             return None
+        if self.auth is not None:
+            if key in SASL_APIS:
+                self._sasl(data, key, version, correlation_id)
+                return None
+            if not self.auth.authenticated:
+                raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
+            if self.auth.expired():
+                raise Fault("client", "SASL session lifetime ended without re-authentication")
         if self.enforcer is not None:
             return self._enforce(data, key, version, correlation_id)
         if key == apis.PRODUCE and self._produce_acks(data) == 0:
+            self._no_response()
             return data
-        self._expect(Slot(key, version, correlation_id, upstream=True))
+        self._expect(Slot(key, version, correlation_id, True, self._exchange))
         return data
+
+    def _no_response(self) -> None:
+        """Produce with acks=0: its exchange ends now, with no response."""
+        if self._exchange is not None:
+            self.finished.append(complete_exchange(self._exchange, None))
+
+    def _sasl(self, data: bytes, key: int, version: int, correlation_id: int) -> None:
+        assert self.auth is not None
+        payload = memoryview(data)[4:]
+        try:
+            request: Any = decode_request(parse_request_head(payload), payload)
+        except ProtocolError as exc:
+            raise Fault("client", str(exc)) from None
+        response_cls = apis.response_schema(key, version)
+        if key == SASL_HANDSHAKE:
+            response, refused = self.auth.handshake(request, response_cls)
+            reply = encode_response(key, version, correlation_id, response)
+            self._local(key, version, correlation_id, reply)
+            if refused is not None:
+                self.close_after_flush = f"SASL handshake refused: {refused}"
+            return
+        if self.pending_step is not None:
+            raise Fault("client", "SaslAuthenticate sent while the previous step is running")
+        pending = self.auth.begin(request, version, correlation_id)
+        if pending is None:
+            raise Fault("client", "SaslAuthenticate without a SaslHandshake")
+        slot = Slot(key, version, correlation_id, False, self._exchange)
+        self._order.append(slot)
+        self._step_slot = slot
+        self.pending_step = pending
+
+    def complete_step(self, step: Step) -> None:
+        """The network layer ran ``pending_step``: queue its answer in order."""
+        assert self.auth is not None and self.pending_step is not None
+        assert self._step_slot is not None
+        pending, slot = self.pending_step, self._step_slot
+        self.pending_step = self._step_slot = None
+        response_cls = apis.response_schema(SASL_AUTHENTICATE, pending.api_version)
+        response = self.auth.finish(pending, step, response_cls)
+        slot.data = encode_response(
+            SASL_AUTHENTICATE, pending.api_version, pending.correlation_id, response
+        )
+        if response.error_code != 0:
+            self.close_after_flush = "SASL authentication failed"
 
     def _expect(self, slot: Slot) -> None:
         self._order.append(slot)
@@ -147,6 +242,10 @@ class Session:
             raise Fault("client", str(exc)) from None
         verdict = self.enforcer.decide(key, request, apis.response_schema(key, version))
         no_response = key == apis.PRODUCE and int(request.acks) == 0
+        if self._exchange is not None:
+            self._exchange.decision = decision_of(True, verdict.denied, verdict.forward is not None)
+            self._exchange.resources = resources_of(request)
+            self._exchange.rule = self.enforcer.last_rule
         if verdict.denied:
             self._log_denial(key, version)
             if no_response:  # nothing to answer with: close, as Kafka does
@@ -159,8 +258,10 @@ class Session:
         if verdict.rewritten:
             forward: Any = verdict.forward
             out = frame(bytes(payload[: head.body_offset]) + encode_body(forward))
-        if not no_response:
-            slot = Slot(key, version, correlation_id, upstream=True)
+        if no_response:
+            self._no_response()
+        else:
+            slot = Slot(key, version, correlation_id, True, self._exchange)
             slot.merge = verdict.merge
             self._expect(slot)
         return out
@@ -209,7 +310,7 @@ class Session:
                 apis.API_VERSIONS, 0, correlation_id, unsupported_api_versions(correlation_id)
             )
             return None
-        self._expect(Slot(apis.API_VERSIONS, version, correlation_id, upstream=True))
+        self._expect(Slot(apis.API_VERSIONS, version, correlation_id, True, self._exchange))
         return data
 
     def _refuse_version(self, key: int, version: int, correlation_id: int) -> None:
@@ -226,7 +327,7 @@ class Session:
         self.close_after_flush = f"unsupported api key {key} version {version}"
 
     def _local(self, key: int, version: int, correlation_id: int, reply: bytes) -> None:
-        slot = Slot(key, version, correlation_id, upstream=False)
+        slot = Slot(key, version, correlation_id, False, self._exchange)
         slot.data = reply
         self._order.append(slot)
 
@@ -273,5 +374,13 @@ class Session:
         order = self._order
         ready: list[bytes] = []
         while order and order[0].data is not None:
-            ready.append(order.popleft().data)  # type: ignore[arg-type]
+            slot = order.popleft()
+            data: bytes = slot.data  # type: ignore[assignment]
+            ready.append(data)
+            if slot.exchange is not None:
+                self.finished.append(complete_exchange(slot.exchange, data))
         return ready
+
+    def take_finished(self) -> list[Exchange]:
+        finished, self.finished = self.finished, []
+        return finished

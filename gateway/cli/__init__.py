@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable
 
 from .. import __version__
-from . import certs, dev, policy, serve
+from . import analyze, apikey, audit, certs, dev, policy, quota, report, scram, serve
 
-GROUPS = (serve, dev, certs, policy)
+GROUPS = (serve, dev, certs, policy, audit, quota, apikey, scram, analyze, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,12 +31,22 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 
 async def serve(config: GatewayConfig) -> int:
+    from ..authz.store import PolicyError
     from ..server import Gateway
+    from ..tls.material import MaterialError
 
-    gateway = Gateway(config)
+    try:
+        gateway = Gateway(config)
+    except MaterialError as exc:
+        log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
+        return 1
+    except PolicyError as exc:  # a broken policy never starts a gateway that allows all
+        log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
+        return 2
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, gateway.request_stop)
+    loop.add_signal_handler(signal.SIGHUP, gateway.reload)
     try:
         await gateway.start()
     except OSError as exc:

@@ -60,7 +60,13 @@ class KafkaCluster:
         host: str = "127.0.0.1",
         heap: str = "512m",
         extra_broker_props: dict[str, str] | None = None,
+        security_protocol: str = "PLAINTEXT",
+        client_config: dict[str, str] | None = None,
     ) -> None:
+        """``security_protocol="SSL"`` gives every node an SSL listener only (the controller
+        listener stays internal and plaintext); the ``ssl.*`` settings then go in
+        ``extra_broker_props`` and ``client_config`` holds the librdkafka settings the
+        readiness probe needs (``security.protocol``, ``ssl.ca.location``, …)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.workdir = Path(workdir).resolve()
@@ -69,6 +75,8 @@ class KafkaCluster:
         self.host = host
         self.heap = heap
         self.extra_broker_props = dict(extra_broker_props or {})
+        self.security_protocol = security_protocol
+        self.client_config = dict(client_config or {})
         self.cluster_id = kafka_dist.random_uuid()
         ports = _free_ports(host, 2 * nodes)
         self.nodes: dict[int, NodeSpec] = {
@@ -198,6 +206,8 @@ class KafkaCluster:
             workdir, nodes=int(state["voters"]), libs=Path(state["libs"]),
             host=str(state["host"]), heap=str(state["heap"]),
             extra_broker_props=dict(state["extra_broker_props"]),
+            security_protocol=str(state.get("security_protocol", "PLAINTEXT")),
+            client_config=dict(state.get("client_config", {})),
         )  # fmt: skip
         cluster.cluster_id = str(state["cluster_id"])
         cluster.nodes = {int(n["node_id"]): NodeSpec(**n) for n in state["nodes"]}
@@ -215,6 +225,8 @@ class KafkaCluster:
             "host": self.host,
             "heap": self.heap,
             "extra_broker_props": self.extra_broker_props,
+            "security_protocol": self.security_protocol,
+            "client_config": self.client_config,
             "nodes": [asdict(n) for n in self.nodes.values()],
         }
         tmp = self.workdir / f".{STATE_FILE}.tmp"
@@ -236,7 +248,8 @@ class KafkaCluster:
             for n in self.nodes.values()
             if n.controller_port is not None
         )
-        listeners = [f"PLAINTEXT://{self.host}:{node.port}"]
+        protocol = self.security_protocol
+        listeners = [f"{protocol}://{self.host}:{node.port}"]
         if node.controller_port is not None:
             listeners.append(f"CONTROLLER://{self.host}:{node.controller_port}")
         props = {
@@ -246,8 +259,8 @@ class KafkaCluster:
             "controller.listener.names": "CONTROLLER",
             "listeners": ",".join(listeners),
             "advertised.listeners": listeners[0],
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": protocol,
+            "listener.security.protocol.map": f"{protocol}:{protocol},CONTROLLER:PLAINTEXT",
             "log.dirs": str(self._node_dir(node.node_id) / "data"),
             "num.partitions": "1",
             "default.replication.factor": str(rf),
@@ -361,7 +374,8 @@ class KafkaCluster:
                         f"kafka node {node_id} exited during start-up; log tail:\n"
                         + self.log_tail(node_id)
                     )
-                if _metadata_ok(self.host, self.nodes[node_id].port, node_id, expected):
+                port = self.nodes[node_id].port
+                if _metadata_ok(self.host, port, node_id, expected, self.client_config):
                     pending.discard(node_id)
             if pending and time.monotonic() >= deadline:
                 worst = min(pending)
@@ -419,7 +433,9 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def _metadata_ok(host: str, port: int, node_id: int, expected: set[int]) -> bool:
+def _metadata_ok(
+    host: str, port: int, node_id: int, expected: set[int], client_config: dict[str, str]
+) -> bool:
     """Ask broker ``node_id`` itself for metadata; True if it lists every ``expected`` id."""
     try:
         socket.create_connection((host, port), timeout=1).close()
@@ -428,7 +444,7 @@ def _metadata_ok(host: str, port: int, node_id: int, expected: set[int]) -> bool
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 0, **client_config})
     try:
         md = admin.list_topics(timeout=5)
     except KafkaException:

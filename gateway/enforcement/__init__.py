@@ -38,13 +38,14 @@ def advertised(key: int) -> ApiSpec | None:
 class Enforcer:
     """Binds the authorizer to one connection's identity."""
 
-    __slots__ = ("authorizer", "identity", "last_denials")
+    __slots__ = ("authorizer", "identity", "last_denials", "last_rule")
     advertised = staticmethod(advertised)
 
     def __init__(self, authorizer: Authorizer, identity: ClientIdentity) -> None:
         self.authorizer = authorizer
         self.identity = identity
         self.last_denials: list[str] = []
+        self.last_rule: str | None = None  # the rule behind the first denial of the last request
 
     def check(self, resource_type: ResourceType, name: str, operation: Operation) -> bool:
         identity = self.identity
@@ -52,6 +53,8 @@ class Enforcer:
             identity.principal, identity.host, resource_type, name, operation
         )
         if not decision.allowed:
+            if self.last_rule is None:
+                self.last_rule = decision.rule
             self.last_denials.append(
                 f"{operation.name} {resource_type.name}:{name}: {decision.rule}"
             )
@@ -59,6 +62,7 @@ class Enforcer:
 
     def decide(self, api_key: int, request: Any, response_cls: type[Any]) -> Verdict:
         self.last_denials = []
+        self.last_rule = None
         if api_key in ACL_APIS:
             actor = self.identity.principal
             return acl_admin.handle(

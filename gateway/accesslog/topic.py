@@ -1,0 +1,243 @@
+"""The optional sink: every record also produced to a topic on the backend cluster.
+
+Records are JSON values without keys, one v2 record batch (built by kio, CRC32C
+included) per Produce v9 request, each batch to the next partition in turn.
+The sink keeps one connection to that partition's leader, found with a Metadata
+request through the configured bootstrap servers, and uses the gateway's own
+upstream TLS settings. The topic must exist (the gateway never creates it).
+
+A failed request (network error, timeout, a partition error such as
+NOT_LEADER_OR_FOLLOWER) refreshes the metadata and is retried once; after that
+the batch fails with ``SinkError`` and the writer counts it (or, in ``block``
+mode, retries it later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import itertools
+import struct
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.produce.v9.request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from kio.schema.produce.v9.response import ProduceResponse
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, TZAwareMicros, i8, i16, i32, i32Timedelta, i64
+
+from ..kafka_client import CLIENT_ID, roundtrip
+from ..protocol.codec import ProtocolError, decode_response, encode_request
+from .counting import first_error_code
+from .files import encode_line
+from .sink import Drops, SinkError
+
+Address = tuple[str, int]
+BATCH_OVERHEAD = 61 + 64  # batch header, and a margin for the request around it
+_SIZE = struct.Struct(">i")
+_NETWORK_ERRORS = (OSError, TimeoutError, asyncio.IncompleteReadError, ProtocolError)
+
+
+def encode_batch(lines: list[bytes], now: datetime.datetime | None = None) -> bytes:
+    """One uncompressed v2 record batch of ``lines`` as values (no keys, no headers)."""
+    stamp = TZAwareMicros.parse(now or datetime.datetime.now(datetime.UTC))
+    records = tuple(
+        Record(attributes=i8(0), timestamp=stamp, offset=i64(i), key=None, value=line, headers=())
+        for i, line in enumerate(lines)
+    )
+    batch = NewRecordBatch(
+        producer_id=i64(-1),
+        producer_epoch=i16(-1),
+        base_sequence=i32(-1),
+        records=records,
+        attributes=i16(0),
+    )
+    buffer = io.BytesIO()
+    write_new_batch(buffer, batch)
+    return buffer.getvalue()
+
+
+def split_lines(lines: list[bytes], max_bytes: int) -> tuple[list[list[bytes]], int]:
+    """Lines grouped into batches of at most ``max_bytes``; and how many were too large."""
+    groups: list[list[bytes]] = []
+    current: list[bytes] = []
+    size = BATCH_OVERHEAD
+    too_large = 0
+    for line in lines:
+        cost = len(line) + 12  # record length, attributes, deltas, key and value lengths
+        if cost + BATCH_OVERHEAD > max_bytes:
+            too_large += 1
+            continue
+        if current and size + cost > max_bytes:
+            groups.append(current)
+            current, size = [], BATCH_OVERHEAD
+        current.append(line)
+        size += cost
+    if current:
+        groups.append(current)
+    return groups, too_large
+
+
+class TopicSink:
+    """Produces batches of records to ``topic`` (acks per the configuration)."""
+
+    name = "topic"
+
+    def __init__(
+        self,
+        topic: str,
+        bootstrap: Callable[[], list[Address]],
+        connect_kwargs: Callable[[], dict[str, Any]] = dict,
+        acks: int = -1,
+        timeout_s: float = 10.0,
+        batch_max_bytes: int = 512 * 1024,
+    ) -> None:
+        self.topic = topic
+        self.bootstrap = bootstrap
+        self.connect_kwargs = connect_kwargs
+        self.acks = acks
+        self.timeout_s = timeout_s
+        self.batch_max_bytes = batch_max_bytes
+        self._leaders: dict[int, Address] = {}
+        self._partitions = itertools.cycle([0])
+        self._streams: tuple[Address, asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = itertools.count(1)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgw-accesslog-topic")
+
+    # -- the Sink protocol ------------------------------------------------------------
+
+    async def write(self, entries: list[dict[str, Any]]) -> Drops:
+        loop = asyncio.get_running_loop()
+        groups, too_large = await loop.run_in_executor(self._thread, self._prepare, entries)
+        done = too_large  # counted first: the writer only needs the total done
+        for lines, batch in groups:
+            try:
+                await self._produce_with_retry(batch)
+            except SinkError as exc:
+                raise SinkError(exc.reason, done) from None
+            done += len(lines)
+        return {"too_large": too_large} if too_large else {}
+
+    async def close(self) -> None:
+        self._disconnect()
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+    # -- producing ----------------------------------------------------------------------
+
+    def _prepare(
+        self, entries: list[dict[str, Any]]
+    ) -> tuple[list[tuple[list[bytes], bytes]], int]:
+        lines = [encode_line(entry)[:-1] for entry in entries]
+        groups, too_large = split_lines(lines, self.batch_max_bytes)
+        return [(group, encode_batch(group)) for group in groups], too_large
+
+    async def _produce_with_retry(self, batch: bytes) -> None:
+        try:
+            await self._produce(batch)
+        except SinkError:
+            self._leaders.clear()
+            self._disconnect()
+            await self._produce(batch)
+
+    async def _produce(self, batch: bytes) -> None:
+        if not self._leaders:
+            await self._refresh()
+        partition = next(self._partitions)
+        leader = self._leaders.get(partition)
+        if leader is None:
+            raise SinkError(f"topic {self.topic!r} partition {partition} has no leader")
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=i16(self.acks),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=self.timeout_s)),
+            topic_data=(
+                TopicProduceData(
+                    name=TopicName(self.topic),
+                    partition_data=(
+                        PartitionProduceData(index=i32(partition), records=Records(batch)),
+                    ),
+                ),
+            ),
+        )
+        try:
+            payload = await asyncio.wait_for(self._exchange(leader, request), self.timeout_s)
+            response = decode_response(payload, 0, 9, ProduceResponse)
+        except _NETWORK_ERRORS as exc:
+            self._disconnect()
+            raise SinkError(
+                f"produce to {leader[0]}:{leader[1]} failed: {_describe(exc)}"
+            ) from None
+        code = first_error_code(response)
+        if code:
+            raise SinkError(f"produce to {self.topic!r} partition {partition}: error code {code}")
+
+    async def _exchange(self, leader: Address, request: ProduceRequest) -> bytes:
+        if self._streams is None or self._streams[0] != leader:
+            self._disconnect()
+            reader, writer = await asyncio.open_connection(*leader, **self.connect_kwargs())
+            self._streams = (leader, reader, writer)
+        _, reader, writer = self._streams
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        writer.write(encode_request(0, 9, correlation_id, CLIENT_ID, request))
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        payload = await reader.readexactly(size)
+        if _SIZE.unpack_from(payload, 0)[0] != correlation_id:
+            raise ProtocolError("produce response for another request")
+        return payload
+
+    def _disconnect(self) -> None:
+        if self._streams is not None:
+            self._streams[2].close()
+            self._streams = None
+
+    async def _refresh(self) -> None:
+        request = MetadataRequest(
+            topics=(MetadataRequestTopic(topic_id=None, name=TopicName(self.topic)),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        last = "no bootstrap server"
+        for host, port in self.bootstrap():
+            try:
+                response = await roundtrip(
+                    host, port, request, MetadataResponse, self.timeout_s, **self.connect_kwargs()
+                )
+            except _NETWORK_ERRORS as exc:
+                last = f"{host}:{port}: {_describe(exc)}"
+                continue
+            self._learn(response)
+            return
+        raise SinkError(f"metadata for topic {self.topic!r} unavailable ({last})")
+
+    def _learn(self, response: MetadataResponse) -> None:
+        brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
+        topic = next((t for t in response.topics if t.name == self.topic), None)
+        if topic is None or topic.error_code:
+            code = int(topic.error_code) if topic is not None else -1
+            raise SinkError(f"topic {self.topic!r} unavailable (error code {code})")
+        leaders = {
+            int(p.partition_index): brokers[int(p.leader_id)]
+            for p in topic.partitions
+            if int(p.leader_id) in brokers
+        }
+        if not leaders:
+            raise SinkError(f"topic {self.topic!r} has no partition with a leader")
+        self._leaders = leaders
+        self._partitions = itertools.cycle(sorted(leaders))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

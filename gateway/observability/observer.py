@@ -1,0 +1,117 @@
+"""One client connection's link to the access log and the metrics.
+
+The network layer keeps one ``ConnectionObserver`` per ``ClientConnection`` and
+calls it at each connection event and for each finished exchange; it builds the
+schema-v1 record, queues it (``AccessLog.record``) and updates the metrics. Every
+method returns what ``AccessLog.record`` returned: False means ``on_full: block``
+wants this connection to stop reading until ``resume_when_ready`` calls back.
+With neither an access log nor metrics configured it does nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..accesslog.exchange import Exchange
+from ..accesslog.records import ConnectionEvent, Outcome, connection_record, request_record
+from ..accesslog.writer import AccessLog, Entry
+from ..identity import ClientIdentity
+from .metrics import GatewayMetrics
+
+
+class ConnectionObserver:
+    """Records and metrics for the connection ``conn`` whose identity is ``identity``."""
+
+    __slots__ = ("access_log", "conn", "identity", "instance", "metrics")
+
+    def __init__(
+        self,
+        access_log: AccessLog | None,
+        metrics: GatewayMetrics | None,
+        instance: str,
+        conn: str,
+        identity: ClientIdentity,
+    ) -> None:
+        self.access_log = access_log
+        self.metrics = metrics
+        self.instance = instance
+        self.conn = conn
+        self.identity = identity
+
+    @property
+    def active(self) -> bool:
+        """Whether exchanges are worth tracking at all."""
+        return self.access_log is not None or self.metrics is not None
+
+    def _record(self, entry: Entry) -> bool:
+        return True if self.access_log is None else self.access_log.record(entry)
+
+    def _connection(
+        self, event: ConnectionEvent, outcome: Outcome | None = None, reason: str | None = None
+    ) -> bool:
+        if self.access_log is None:
+            return True
+        entry = connection_record(
+            self.instance, self.conn, self.identity, event, outcome=outcome, reason=reason
+        )
+        return self.access_log.record(entry)
+
+    def opened(self) -> bool:
+        """Call once the peer address is in the identity (``connection_made``)."""
+        if self.metrics is not None:
+            self.metrics.connection_opened(self.identity.listener)
+        return self._connection("open")
+
+    def tls(self, outcome: Outcome, reason: str | None = None) -> bool:
+        """After the TLS handshake (the identity holds version, cipher, subject)."""
+        if outcome == "failure" and self.metrics is not None:
+            self.metrics.auth_failed(self.identity.listener, "TLS")
+        return self._connection("tls", outcome, reason)
+
+    def auth(self, outcome: Outcome, reason: str | None = None) -> bool:
+        """After SASL authentication (the identity holds principal, tenant, mechanism)."""
+        if outcome == "failure" and self.metrics is not None:
+            mechanism = getattr(self.identity, "sasl_mechanism", None)
+            self.metrics.auth_failed(self.identity.listener, mechanism)
+        return self._connection("auth", outcome, reason)
+
+    def closed(self, reason: str) -> bool:
+        """Call exactly once per ``opened`` (``connection_lost``/``close``)."""
+        if self.metrics is not None:
+            self.metrics.connection_closed(self.identity.listener)
+        return self._connection("close", reason=reason)
+
+    def exchange(self, exchange: Exchange, now: float | None = None) -> bool:
+        """A request whose response left (or a Produce acks=0 that was forwarded)."""
+        if not self.active:
+            return True
+        entry = request_record(
+            self.instance,
+            self.conn,
+            self.identity,
+            api_key=exchange.api_key,
+            api_version=exchange.api_version,
+            correlation_id=exchange.correlation_id,
+            client_id=exchange.client_id,
+            bytes_in=exchange.bytes_in,
+            bytes_out=exchange.bytes_out,
+            latency_ms=exchange.latency_ms,
+            decision=exchange.decision,
+            rule=exchange.rule,
+            error_code=exchange.error_code,
+            records=exchange.records,
+            throttle_ms=exchange.throttle_ms,
+            resources=exchange.resources,
+            now=time.time() if now is None else now,
+        )
+        if self.metrics is not None:
+            self.metrics.observe_request(entry)
+        return self._record(entry)
+
+    def resume_when_ready(self, resume: Callable[[], None]) -> None:
+        """``block`` mode: call ``resume`` once the access log has room again."""
+        if self.access_log is not None:
+            self.access_log.when_ready(resume)
+        else:
+            resume()

@@ -1,0 +1,16 @@
+"""TLS for the gateway: terminating TLS and mutual TLS on client listeners, TLS to
+the brokers, rotation without restarts, principal mapping from certificates,
+SNI routing, and the certificate authority behind ``kgw certs``.
+
+| module | concern | I/O |
+| --- | --- | --- |
+| ``settings`` | the ``tls``/``sni`` configuration sections | none |
+| ``principal`` | Kafka-style mapping rules, certificate → ``User:<name>`` | none |
+| ``layer`` | server-side TLS as a sans-IO layer, refusal reasons | none |
+| ``material`` | files → validated ``ssl.SSLContext`` | reads files |
+| ``reloader`` | current context, SIGHUP and file-change reloads | reads files |
+| ``accept`` | handshake on accepted connections, identity, SNI route | asyncio |
+| ``upstream`` | the context for broker connections | reads files |
+| ``sni`` | advertised broker names in SNI mode | none |
+| ``ca`` | the certificate authority (``kgw certs``) | writes files |
+"""

@@ -1,0 +1,108 @@
+"""Metrics follow the traffic they are told about; label cardinality stays bounded."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.accesslog.writer import SinkStats
+from gateway.observability.metrics import GatewayMetrics
+
+
+def value(metrics: GatewayMetrics, name: str, **labels: str) -> float:
+    found = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if found is None else found
+
+
+def entry(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "api": "produce",
+        "tenant": "tenant-a",
+        "decision": "allow",
+        "error_code": 0,
+        "bytes_in": 1000,
+        "bytes_out": 50,
+        "records": 10,
+        "throttle_ms": 0,
+        "latency_ms": 2.0,
+    }
+    base.update(changes)
+    return base
+
+
+def test_requests_bytes_records_and_latency() -> None:
+    metrics = GatewayMetrics()
+    for _ in range(3):
+        metrics.observe_request(entry())
+    metrics.observe_request(entry(api="fetch", bytes_in=80, bytes_out=5000, latency_ms=300.0))
+    produce = {"api": "produce", "tenant": "tenant-a"}
+    assert value(metrics, "kgw_requests_total", **produce) == 3
+    assert value(metrics, "kgw_request_bytes_total", **produce) == 3000
+    assert value(metrics, "kgw_response_bytes_total", **produce) == 150
+    assert value(metrics, "kgw_records_total", **produce) == 30
+    assert value(metrics, "kgw_response_bytes_total", api="fetch", tenant="tenant-a") == 5000
+    assert value(metrics, "kgw_request_latency_seconds_count", api="produce") == 3
+    assert value(metrics, "kgw_request_latency_seconds_bucket", api="produce", le="0.0025") == 3
+    assert value(metrics, "kgw_request_latency_seconds_bucket", api="fetch", le="0.25") == 0
+    assert value(metrics, "kgw_request_latency_seconds_bucket", api="fetch", le="0.5") == 1
+
+
+def test_denials_errors_and_throttling() -> None:
+    metrics = GatewayMetrics()
+    metrics.observe_request(entry(decision="deny", error_code=29, records=None))
+    metrics.observe_request(entry(decision="partial", error_code=29))
+    metrics.observe_request(entry(decision="none", throttle_ms=1500))
+    labels = {"api": "produce", "tenant": "tenant-a"}
+    assert value(metrics, "kgw_denied_requests_total", **labels) == 2
+    assert value(metrics, "kgw_request_errors_total", **labels) == 2
+    assert value(metrics, "kgw_throttle_seconds_total", **labels) == 1.5
+
+
+def test_tenants_beyond_the_limit_are_other() -> None:
+    metrics = GatewayMetrics(max_tenants=2)
+    for tenant in ("a", "b", "c", "d", None):
+        metrics.observe_request(entry(tenant=tenant))
+    assert value(metrics, "kgw_requests_total", api="produce", tenant="a") == 1
+    assert value(metrics, "kgw_requests_total", api="produce", tenant="b") == 1
+    assert value(metrics, "kgw_requests_total", api="produce", tenant="other") == 3
+
+
+def test_unknown_tenant_until_authentication_names_one() -> None:
+    metrics = GatewayMetrics()
+    metrics.observe_request(entry(tenant=None))
+    assert value(metrics, "kgw_requests_total", api="produce", tenant="unknown") == 1
+
+
+def test_connections_authentication_and_upstream() -> None:
+    metrics = GatewayMetrics()
+    metrics.connection_opened("public")
+    metrics.connection_opened("public")
+    metrics.connection_closed("public")
+    metrics.auth_failed("public", "SCRAM-SHA-256")
+    metrics.auth_failed("public", None)
+    metrics.upstream_error("connect")
+    assert value(metrics, "kgw_open_connections", listener="public") == 1
+    assert value(metrics, "kgw_connections_total", listener="public") == 2
+    labels = {"listener": "public", "mechanism": "SCRAM-SHA-256"}
+    assert value(metrics, "kgw_authentication_failures_total", **labels) == 1
+    labels = {"listener": "public", "mechanism": "none"}
+    assert value(metrics, "kgw_authentication_failures_total", **labels) == 1
+    assert value(metrics, "kgw_upstream_errors_total", kind="connect") == 1
+
+
+def test_access_log_figures_are_read_at_scrape_time() -> None:
+    metrics = GatewayMetrics()
+    stats = {"file": SinkStats(written=5, queued=2, dropped={"queue_full": 3})}
+    metrics.watch_access_log(lambda: stats)
+    assert value(metrics, "kgw_accesslog_written_total", sink="file") == 5
+    labels = {"sink": "file", "reason": "queue_full"}
+    assert value(metrics, "kgw_accesslog_dropped_total", **labels) == 3
+    stats["file"] = SinkStats(written=9, queued=0, dropped={"queue_full": 4, "sink_error": 1})
+    assert value(metrics, "kgw_accesslog_dropped_total", **labels) == 4
+    assert value(metrics, "kgw_accesslog_queued", sink="file") == 0
+
+
+def test_exposition_parses() -> None:
+    metrics = GatewayMetrics()
+    metrics.observe_request(entry())
+    names = {f.name for f in text_string_to_metric_families(metrics.exposition().decode())}
+    assert {"kgw_requests", "kgw_request_latency_seconds", "kgw_open_connections"} <= names
