@@ -107,10 +107,13 @@ class Authentication:
         if not step.done:
             return self._response(response_cls, ErrorCode.none, None, step.challenge or b"")
         assert step.principal is not None
-        if self.principal is not None and step.principal != self.principal:
+        same = self.principal is None or (
+            step.principal == self.principal and mechanism == self.identity.sasl_mechanism
+        )
+        if not same:
             self.last_failure = step
             self._mechanism = None
-            message = "Authentication failed: re-authentication must keep the same principal"
+            message = "Authentication failed: re-authentication must keep principal and mechanism"
             return self._response(response_cls, ErrorCode.sasl_authentication_failed, message)
         self.authenticated = True
         self.principal = step.principal

@@ -523,17 +523,10 @@ class Gateway:
         self.sasl_server: SaslServer | None = None
         self.auth_limiter: FailureLimiter | None = None
         if config.sasl is not None:
-            from .sasl import FailureLimiter, SaslServer
+            from .sasl import SaslServer
 
             self.sasl_server = SaslServer.from_config(config.sasl)
-            limits = config.sasl.failure_limiter
-            self.auth_limiter = FailureLimiter(
-                max_failures=limits.max_failures,
-                window_s=limits.window_s,
-                base_delay_s=limits.base_delay_s,
-                max_delay_s=limits.max_delay_s,
-                max_keys=limits.max_keys,
-            )
+            self.auth_limiter = self.sasl_server.limiter
         self.accesslog: AccessLog | None = None
         self.metrics: GatewayMetrics | None = None
         self.metrics_server: ObservabilityServer | None = None
@@ -714,6 +707,8 @@ class Gateway:
             self.metrics_server.close()
         if self.accesslog is not None:
             await self.accesslog.close(5)
+        if self.sasl_server is not None:
+            await self.sasl_server.close()
         for task in list(self.tasks):
             task.cancel()
         log.info("gateway stopped", extra={"event": "stopped"})
