@@ -34,6 +34,7 @@ from .topology import PublicMap, Topology
 
 if TYPE_CHECKING:
     from .authz.engine import Authorizer
+    from .quotas import QuotaEngine
     from .sasl import FailureLimiter, SaslServer, Step
 
 log = logging.getLogger("kgw.server")
@@ -154,9 +155,21 @@ class ClientConnection(asyncio.Protocol):
             gateway.accesslog, gateway.metrics, gateway.instance, self.conn_id, self.identity
         )
         self._observed_close = False
+        throttle = None
+        if gateway.quotas is not None:
+            from .throttling import Throttle
+
+            throttle = Throttle(gateway.quotas, self.identity)
         self.session = Session(
-            listener.public, self.identity, enforcer, auth, observe=self.observer.active
+            listener.public,
+            self.identity,
+            enforcer,
+            auth,
+            observe=self.observer.active,
+            throttle=throttle,
         )
+        self._mute_handle: asyncio.TimerHandle | None = None
+        self._counted_tenant: str | None = None
         self.reader = FrameReader(gateway.config.limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamConnection | None = None
@@ -189,6 +202,12 @@ class ClientConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self.gateway.config.limits.write_buffer_high_bytes)
         self.gateway.connections.add(self)
         self._observed(self.observer.opened())
+        quotas = self.gateway.quotas
+        if quotas is not None:
+            refused = quotas.connection_opened(self.identity.host)
+            if refused is not None:
+                self.close(f"connection limit: {refused}", "client")
+                return
         log.debug("client connected", extra=self._extra("client_open"))
         if self.gateway.stopping:
             self.close("gateway is shutting down", "gateway")
@@ -263,6 +282,13 @@ class ClientConnection(asyncio.Protocol):
                 if self.closed:
                     return
         self.session.complete_step(step)
+        quotas = self.gateway.quotas
+        if step.succeeded and quotas is not None and step.tenant and self._counted_tenant is None:
+            refused = quotas.connection_identified(step.tenant)
+            if refused is not None:
+                self.close(f"connection limit: {refused}", "client")
+                return
+            self._counted_tenant = step.tenant
         self.flush()
         held, self._held = self._held, []
         self.resume("authenticating")
@@ -275,10 +301,27 @@ class ClientConnection(asyncio.Protocol):
             self.pause("accesslog")
             self.observer.resume_when_ready(lambda: self.resume("accesslog"))
 
+    def tls_done(self, reason: str | None) -> None:
+        """The TLS handshake's outcome, for the access log and metrics (``tls.accept``).
+
+        ``None``: established, called right after ``connection_made``. A reason: refused;
+        this connection never reached ``connection_made``, so it is opened and closed
+        in the access log here (and never counted by quotas).
+        """
+        if reason is None:
+            self._observed(self.observer.tls("success"))
+            return
+        self._observed_close = True
+        self.observer.opened()
+        self.observer.tls("failure", reason)
+        self.observer.closed(f"TLS handshake refused: {reason}")
+
     def _observe_close(self, reason: str) -> None:
         if not self._observed_close:
             self._observed_close = True
             self.observer.closed(reason)
+            if self.gateway.quotas is not None and self.identity.host:
+                self.gateway.quotas.connection_closed(self.identity.host, self._counted_tenant)
 
     def _log_authentication(self, mechanism: str, step: Step) -> None:
         outcome: Literal["success", "failure"] = "success" if step.succeeded else "failure"
@@ -337,6 +380,17 @@ class ClientConnection(asyncio.Protocol):
         if not self._paused and self.transport is not None and not self.closed:
             self.transport.resume_reading()
 
+    def _apply_mute(self) -> None:
+        """KIP-219: after a throttled response, stop reading the client for the throttle."""
+        ms = self.session.take_mute()
+        if ms <= 0 or self.closed:
+            return
+        self.pause("throttle")
+        if self._mute_handle is not None:
+            self._mute_handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._mute_handle = loop.call_later(ms / 1000, self.resume, "throttle")
+
     def flush(self) -> None:
         """Write every response that is due, in order; finish a close or drain."""
         ready = self.session.take_ready()
@@ -346,6 +400,8 @@ class ClientConnection(asyncio.Protocol):
         if self.session.finished:
             for exchange in self.session.take_finished():
                 self._observed(self.observer.exchange(exchange))
+        if self.session.throttle is not None:
+            self._apply_mute()
         if "inflight" in self._paused and (
             self.session.inflight < self.gateway.config.limits.max_inflight_requests
         ):
@@ -542,6 +598,11 @@ class Gateway:
             self.metrics = GatewayMetrics(max_tenants=config.metrics.max_tenants)
             if self.accesslog is not None:
                 self.metrics.watch_access_log(self.accesslog.stats)
+        self.quotas: QuotaEngine | None = None
+        if config.quotas is not None:
+            from .quotas import QuotaEngine
+
+            self.quotas = QuotaEngine.from_config(config.quotas)
         self.authorizer: Authorizer | None = None
         if config.authorization is not None:
             from .authz.engine import Authorizer
@@ -617,6 +678,8 @@ class Gateway:
         self.spawn("metadata-refresh", self._refresh_loop())
         if self.accesslog is not None:
             self.spawn("accesslog", self.accesslog.run())
+        if self.quotas is not None:
+            self.spawn("quotas", self.quotas.run(self._stop))
         if self.metrics is not None and self.config.metrics is not None:
             checks = {
                 "cluster": lambda: self.cluster_reachable,

@@ -15,6 +15,8 @@ Violations raise ``Fault``, which names whose fault it was.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 import struct
 import time
@@ -22,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import Entity
 
 from .accesslog.exchange import Exchange
@@ -60,6 +63,7 @@ from .protocol.codec import (
 from .protocol.errors import UNSUPPORTED_VERSION, error_response
 from .protocol.framing import frame
 from .rewrite import needs_rewrite, rewrite
+from .throttling import Throttle
 from .topology import PublicMap, UnmappableBroker
 
 if TYPE_CHECKING:
@@ -86,7 +90,8 @@ class Slot:
     """A response the client is owed, in request order."""
 
     __slots__ = (
-        "api_key", "api_version", "correlation_id", "data", "exchange", "merge", "upstream",
+        "api_key", "api_version", "correlation_id", "data", "exchange", "merge", "throttle_ms",
+        "upstream",
     )  # fmt: skip
 
     def __init__(
@@ -104,6 +109,7 @@ class Slot:
         self.data: bytes | None = None
         self.merge: Merge | None = None
         self.exchange = exchange
+        self.throttle_ms = 0.0
 
 
 class Session:
@@ -116,7 +122,10 @@ class Session:
         enforcer: Enforcer | None = None,
         auth: Authentication | None = None,
         observe: bool = False,
+        throttle: Throttle | None = None,
     ) -> None:
+        self.throttle = throttle
+        self._mute_ms = 0.0  # how long the network layer should stop reading (KIP-219)
         self.mapping = mapping
         self.observe = observe
         self.finished: list[Exchange] = []  # exchanges whose response left (for the access log)
@@ -175,16 +184,44 @@ class Session:
                 raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
             if self.auth.expired():
                 raise Fault("client", "SASL session lifetime ended without re-authentication")
+        if self.throttle is not None and key == apis.FETCH:
+            blocked = self.throttle.fetch_blocked_ms()
+            if blocked > 0:  # over the fetch quota: an empty answer, no broker involved
+                self._empty_fetch(version, correlation_id, blocked)
+                return None
         if self.enforcer is not None:
             return self._enforce(data, key, version, correlation_id)
         if key == apis.PRODUCE and self._produce_acks(data) == 0:
-            self._no_response()
+            self._no_response(len(data))
             return data
-        self._expect(Slot(key, version, correlation_id, True, self._exchange))
+        self._expect(Slot(key, version, correlation_id, True, self._exchange), len(data))
         return data
 
-    def _no_response(self) -> None:
+    def _empty_fetch(self, version: int, correlation_id: int, throttle_ms: float) -> None:
+        body = error_response(apis.response_schema(apis.FETCH, version), ErrorCode.none)
+        body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+        self._local(
+            apis.FETCH,
+            version,
+            correlation_id,
+            encode_response(apis.FETCH, version, correlation_id, body),
+        )
+        if self._exchange is not None:
+            self._exchange.throttle_ms = int(throttle_ms)
+        self._mute(throttle_ms)
+
+    def _mute(self, ms: float) -> None:
+        self._mute_ms = max(self._mute_ms, ms)
+
+    def take_mute(self) -> float:
+        """Milliseconds the connection must not be read (0: none); resets."""
+        ms, self._mute_ms = self._mute_ms, 0.0
+        return ms
+
+    def _no_response(self, size: int) -> None:
         """Produce with acks=0: its exchange ends now, with no response."""
+        if self.throttle is not None:
+            self._mute(self.throttle.on_request(apis.PRODUCE, size))
         if self._exchange is not None:
             self.finished.append(complete_exchange(self._exchange, None))
 
@@ -227,7 +264,12 @@ class Session:
         if response.error_code != 0:
             self.close_after_flush = "SASL authentication failed"
 
-    def _expect(self, slot: Slot) -> None:
+    def _expect(self, slot: Slot, size: int = 0) -> None:
+        if self.throttle is not None and size:
+            slot.throttle_ms = self.throttle.on_request(slot.api_key, size)
+            # Stop reading at once: pipelined requests already in the socket would
+            # otherwise all pass before the throttled response goes out.
+            self._mute(slot.throttle_ms)
         self._order.append(slot)
         self._waiting.append(slot)
 
@@ -259,11 +301,11 @@ class Session:
             forward: Any = verdict.forward
             out = frame(bytes(payload[: head.body_offset]) + encode_body(forward))
         if no_response:
-            self._no_response()
+            self._no_response(len(out))
         else:
             slot = Slot(key, version, correlation_id, True, self._exchange)
             slot.merge = verdict.merge
-            self._expect(slot)
+            self._expect(slot, len(out))
         return out
 
     def _log_denial(self, key: int, version: int) -> None:
@@ -354,13 +396,18 @@ class Session:
         try:
             if key == apis.API_VERSIONS:
                 return frame(rewrite_api_versions(payload, slot.api_version, self._advertised))
+            if self.throttle is not None and key == apis.FETCH:
+                slot.throttle_ms = max(slot.throttle_ms, self.throttle.on_fetch_response(len(data)))
             rewriting = needs_rewrite(key, slot.api_version)
-            if not rewriting and slot.merge is None:
+            throttled = slot.throttle_ms > 0
+            if not rewriting and slot.merge is None and not throttled:
                 return data
             response: Entity = decode_response(payload, key, slot.api_version)
             rewritten = response if slot.merge is None else slot.merge(response)
             if rewriting:
                 rewritten = rewrite(key, rewritten, self.mapping)
+            if throttled:
+                rewritten = self._with_throttle(rewritten, slot)
         except ProtocolError as exc:
             raise Fault("upstream", f"{apis.api_name(key)} v{slot.api_version}: {exc}") from None
         except UnmappableBroker as exc:
@@ -369,6 +416,17 @@ class Session:
             return data
         header = bytes(payload[: response_body_offset(payload, key, slot.api_version)])
         return frame(header + encode_body(rewritten))
+
+    def _with_throttle(self, response: Any, slot: Slot) -> Any:
+        """KIP-219: the client learns its throttle time; the connection goes quiet for it."""
+        self._mute(slot.throttle_ms)
+        if slot.exchange is not None:
+            slot.exchange.throttle_ms = int(slot.throttle_ms)
+        current = getattr(response, "throttle_time", None)
+        if not isinstance(current, datetime.timedelta):
+            return response
+        wanted = datetime.timedelta(milliseconds=slot.throttle_ms)
+        return dataclasses.replace(response, throttle_time=max(current, wanted))
 
     def take_ready(self) -> list[bytes]:
         order = self._order

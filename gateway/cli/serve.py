@@ -32,6 +32,7 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 async def serve(config: GatewayConfig) -> int:
     from ..authz.store import PolicyError
+    from ..quotas import StoreError as QuotaStoreError
     from ..sasl.kerberos import KerberosSetupError
     from ..server import Gateway
     from ..tls.material import MaterialError
@@ -41,7 +42,7 @@ async def serve(config: GatewayConfig) -> int:
     except MaterialError as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 1
-    except KerberosSetupError as exc:
+    except (KerberosSetupError, QuotaStoreError) as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 2
     except PolicyError as exc:  # a broken policy never starts a gateway that allows all

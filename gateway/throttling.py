@@ -1,0 +1,58 @@
+"""Quota charges for one connection, with Kafka's throttle semantics (KIP-219). No I/O.
+
+Requests are never refused for a byte or request quota: the response carries
+``throttle_time_ms`` and the network layer stops reading the connection for
+that long. A Fetch that is already over its quota is answered empty, with the
+throttle, without going to a broker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .identity import ClientIdentity
+from .protocol import apis
+
+if TYPE_CHECKING:
+    from .quotas import QuotaEngine, Subject
+
+
+class Throttle:
+    def __init__(self, engine: QuotaEngine, identity: ClientIdentity) -> None:
+        self.engine = engine
+        self.identity = identity
+        self._subject: Subject | None = None
+        self._subject_key: tuple[str, str | None, str | None] | None = None
+
+    def subject(self) -> Subject:
+        from .quotas import Subject
+
+        identity = self.identity
+        key = (identity.principal, identity.api_key_id, identity.tenant)
+        if self._subject is None or key != self._subject_key:
+            self._subject = Subject(
+                identity.principal, identity.api_key_id, identity.tenant, identity.host
+            )
+            self._subject_key = key
+        return self._subject
+
+    def fetch_blocked_ms(self) -> float:
+        """Throttle of a Fetch that is over its byte quota already (answer it empty)."""
+        from .quotas import QuotaKind
+
+        return self.engine.throttle_for(self.subject(), QuotaKind.FETCH_BYTES)
+
+    def on_request(self, api_key: int, size: int) -> float:
+        """Charge a forwarded request; the throttle in ms (0: none)."""
+        from .quotas import QuotaKind
+
+        subject = self.subject()
+        ms = self.engine.charge(subject, QuotaKind.REQUESTS, 1)
+        if api_key == apis.PRODUCE:
+            ms = max(ms, self.engine.charge(subject, QuotaKind.PRODUCE_BYTES, size))
+        return ms
+
+    def on_fetch_response(self, size: int) -> float:
+        from .quotas import QuotaKind
+
+        return self.engine.charge(self.subject(), QuotaKind.FETCH_BYTES, size)
