@@ -26,7 +26,7 @@ def _escape(name: str) -> str:
 
 
 class ScramClient:
-    """One SCRAM exchange: ``first()``, then ``final(server_first)``, then ``verify(server_final)``."""
+    """One SCRAM exchange: ``first()``, ``final(server_first)``, ``verify(server_final)``."""
 
     def __init__(
         self, mechanism: str, username: str, password: str, nonce: str | None = None

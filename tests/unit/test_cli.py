@@ -33,7 +33,9 @@ def test_serve_refuses_a_broken_policy(tmp_path: Path) -> None:
     (policies / "model.conf").write_text(
         (Path(__file__).parents[2] / "policies" / "model.conf").read_text()
     )
-    (policies / "policy.csv").write_text("p, User:alice, TOPIC, SOMETIMES, orders, READ, *, allow\n")
+    (policies / "policy.csv").write_text(
+        "p, User:alice, TOPIC, SOMETIMES, orders, READ, *, allow\n"
+    )
     config = tmp_path / "gw.yaml"
     config.write_text(
         "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
