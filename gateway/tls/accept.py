@@ -40,6 +40,7 @@ class TlsInner(Protocol):
     def connection_lost(self, exc: Exception | None) -> None: ...
     def pause_writing(self) -> None: ...
     def resume_writing(self) -> None: ...
+    def tls_done(self, reason: str | None) -> None: ...
 
 
 class TlsAcceptor:
@@ -204,6 +205,8 @@ class TlsServerProtocol(asyncio.Protocol):
         assert self.raw is not None and self.tls is not None
         self.app = TlsTransport(self.raw, self.tls, self.inner)
         self.inner.connection_made(self.app)
+        if not self.app.is_closing():
+            self.inner.tls_done(None)
         return True
 
     def _refuse(self, reason: str, detail: str) -> None:
@@ -216,6 +219,13 @@ class TlsServerProtocol(asyncio.Protocol):
 
     def _log_refusal(self, reason: str, detail: str) -> None:
         quiet = reason == "peer_closed" and (self.tls is None or self.tls.first_byte is None)
+        if not quiet:
+            identity = self.inner.identity
+            if self.raw is not None and not identity.host:
+                peer = self.raw.get_extra_info("peername")
+                if peer:
+                    identity.host, identity.port = str(peer[0]), int(peer[1])
+            self.inner.tls_done(reason)
         log.log(
             logging.DEBUG if quiet else logging.WARNING,
             "TLS handshake refused: %s",

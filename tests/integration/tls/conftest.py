@@ -185,8 +185,10 @@ StartTls = Callable[..., GatewayProcess]
 def start_tls_gateway(gateway_factory: GatewayFactory, pki: Pki, kafka_cluster: Any) -> StartTls:
     """``start_tls_gateway(listener)``: a gateway on the shared cluster, ready over TLS."""
 
-    def start(listener: dict[str, Any], probe: ssl.SSLContext | None = None) -> GatewayProcess:
-        gateway = gateway_factory(wait_ready=False, listeners=[listener])
+    def start(
+        listener: dict[str, Any], probe: ssl.SSLContext | None = None, **overrides: Any
+    ) -> GatewayProcess:
+        gateway = gateway_factory(wait_ready=False, listeners=[listener], **overrides)
         wait_tls_ready(gateway, probe or pki.context("healthy"), len(kafka_cluster.pids))
         return gateway
 
@@ -195,6 +197,29 @@ def start_tls_gateway(gateway_factory: GatewayFactory, pki: Pki, kafka_cluster: 
 
 def events(gateway: GatewayProcess, event: str) -> list[dict[str, Any]]:
     return gateway_log_events(gateway, event)
+
+
+def access_log(path: Path) -> dict[str, Any]:
+    """An ``accesslog`` configuration section writing under ``path``."""
+    return {"path": str(path / "access.log"), "max_bytes": 1 << 22, "max_files": 3}
+
+
+def access_records(
+    path: Path, wait_for: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """The access-log records under ``path`` once ``wait_for(records)`` (the writer is async)."""
+    deadline = time.monotonic() + 15
+    while True:
+        records = []
+        for file in sorted(path.glob("access.log*")):
+            for line in file.read_text().splitlines():
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
+        if wait_for(records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
 
 
 def wait_for_event(
@@ -241,7 +266,7 @@ class ProducerThread:
             )
             self.sent += 1
             self.producer.poll(self.pace_s)
-        self.producer.flush(30)
+        self.producer.flush(15)
         del self.producer  # destroyed now, not retrying connections until the session ends
 
     def start(self) -> ProducerThread:

@@ -16,7 +16,16 @@ from kafka import KafkaConsumer, KafkaProducer
 from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
 
-from .conftest import Pki, StartTls, events, kgw_certs, tls_listener, tls_section
+from .conftest import (
+    Pki,
+    StartTls,
+    access_log,
+    access_records,
+    events,
+    kgw_certs,
+    tls_listener,
+    tls_section,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +33,13 @@ RECORDS = 100
 
 
 @pytest.fixture(scope="module")
-def mtls(start_tls_gateway: StartTls, pki: Pki) -> GatewayProcess:
-    return start_tls_gateway(tls_listener(tls_section(pki)))
+def access_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("access")
+
+
+@pytest.fixture(scope="module")
+def mtls(start_tls_gateway: StartTls, pki: Pki, access_dir: Path) -> GatewayProcess:
+    return start_tls_gateway(tls_listener(tls_section(pki)), accesslog=access_log(access_dir))
 
 
 def bootstrap(gw: GatewayProcess) -> str:
@@ -150,6 +164,23 @@ def test_three_clients_produce_and_consume_over_mtls(
         assert record["subject"].startswith("CN=") and record["cipher"]
     # the brokers' connections were per-broker TLS connections too
     assert {e.get("node_id") for e in established} >= {1, 2, 3}
+
+
+def test_principals_in_the_access_log(mtls: GatewayProcess, access_dir: Path) -> None:
+    """Every request record carries the principal mapped from the client's certificate."""
+    wanted = {"User:payments.confluent-app", "User:payments.kpy-app", "User:payments.java-app"}
+
+    def produced_by_all(records: list[dict[str, Any]]) -> bool:
+        return wanted <= {r["principal"] for r in records if r.get("api") == "produce"}
+
+    records = access_records(access_dir, produced_by_all)
+    produce = [r for r in records if r.get("api") == "produce"]
+    assert wanted <= {r["principal"] for r in produce}
+    assert "User:ANONYMOUS" not in {r["principal"] for r in records}
+    tls = [r for r in records if r["type"] == "connection" and r["event"] == "tls"]
+    assert tls and all(r["outcome"] == "success" and r["tls_version"] for r in tls)
+    by_principal = {r["principal"]: r["cert_subject"] for r in tls}
+    assert by_principal["User:payments.java-app"] == "CN=java-app,OU=payments,O=Acme"
 
 
 def test_second_tenant_ca_is_accepted(mtls: GatewayProcess, pki: Pki) -> None:

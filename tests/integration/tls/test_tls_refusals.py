@@ -14,6 +14,7 @@ import ssl
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,8 @@ from .conftest import (
     Pki,
     ProducerThread,
     StartTls,
+    access_log,
+    access_records,
     events,
     kgw_certs,
     tls_listener,
@@ -37,8 +40,13 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def mtls(start_tls_gateway: StartTls, pki: Pki) -> GatewayProcess:
-    return start_tls_gateway(tls_listener(tls_section(pki)))
+def access_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("access")
+
+
+@pytest.fixture(scope="module")
+def mtls(start_tls_gateway: StartTls, pki: Pki, access_dir: Path) -> GatewayProcess:
+    return start_tls_gateway(tls_listener(tls_section(pki)), accesslog=access_log(access_dir))
 
 
 def bootstrap(gw: GatewayProcess) -> str:
@@ -169,3 +177,23 @@ def test_refusals_leave_no_connection_behind(mtls: GatewayProcess) -> None:
     assert not refused & (upstream | closed)
     # keep the plaintext frame helper honest: the first byte of a Kafka frame is 0x00
     assert struct.pack(">i", 100)[0] == 0
+
+
+def test_refusals_are_in_the_access_log(mtls: GatewayProcess, access_dir: Path) -> None:
+    """Each refused handshake is an open / tls failure (with the reason) / close triple."""
+    logged = {r["reason"] for r in events(mtls, "tls_handshake_failed")}
+
+    def all_there(records: list[dict[str, Any]]) -> bool:
+        failed = {
+            r["reason"] for r in records if r.get("event") == "tls" and r["outcome"] == "failure"
+        }
+        return logged <= failed
+
+    records = access_records(access_dir, all_there)
+    failures = [r for r in records if r.get("event") == "tls" and r["outcome"] == "failure"]
+    assert logged <= {r["reason"] for r in failures}
+    assert {"cert_expired", "cert_revoked", "unknown_ca", "not_tls"} <= logged
+    for record in failures:
+        assert record["client_host"] == "127.0.0.1" and record["principal"] == "User:ANONYMOUS"
+        conn = [r for r in records if r["conn"] == record["conn"]]
+        assert [r["event"] for r in conn] == ["open", "tls", "close"]
