@@ -1,0 +1,1 @@
+"""The detectors, grouped by what they look at."""

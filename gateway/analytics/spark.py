@@ -1,0 +1,103 @@
+"""Starting Spark, and telling the user how far a long run has got.
+
+PySpark is an optional dependency (``pip install 'kaas-gateway[analytics]'``);
+``SparkUnavailable`` says what is missing (the package, or Java). Local mode uses
+``local[2]`` unless ``--master`` names a cluster (``spark://``, ``yarn``, ``k8s://``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from typing import Any, TextIO
+
+DEFAULT_MASTER = "local[2]"
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot start here; the message says what to install."""
+
+
+def _cores(master: str) -> int:
+    if master.startswith("local["):
+        inner = master[6:-1]
+        return (os.cpu_count() or 2) if inner == "*" else max(1, int(inner.split(",")[0]))
+    return 8
+
+
+def session(
+    master: str = DEFAULT_MASTER,
+    app_name: str = "kgw-analyze",
+    driver_memory: str = "3g",
+    conf: dict[str, str] | None = None,
+) -> Any:
+    """A SparkSession (an existing one is reused); UTC, quiet, no web UI."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable(
+            "PySpark is not installed: pip install 'kaas-gateway[analytics]'"
+        ) from None
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise SparkUnavailable("Spark needs Java 17 or later (no java on PATH, no JAVA_HOME)")
+    # Spark's workers must run the same Python as the driver.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    shuffle = str(max(4, 2 * _cores(master)))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", shuffle)
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class Progress:
+    """One line per stage on stderr: ``[analyze 12.3s] stage 2/7: ...``."""
+
+    def __init__(self, name: str, stages: int, out: TextIO | None = None, quiet: bool = False):
+        self.name = name
+        self.stages = stages
+        self.out = out if out is not None else sys.stderr
+        self.quiet = quiet
+        self.began = time.monotonic()
+        self.done = 0
+        self.timings: dict[str, float] = {}
+        self._last = self.began
+        self._stage = ""
+
+    def stage(self, what: str) -> None:
+        self._close()
+        self.done += 1
+        self._stage = what
+        self.say(f"stage {self.done}/{self.stages}: {what}")
+
+    def say(self, message: str) -> None:
+        if not self.quiet:
+            elapsed = time.monotonic() - self.began
+            print(f"[{self.name} {elapsed:6.1f}s] {message}", file=self.out, flush=True)
+
+    def _close(self) -> None:
+        now = time.monotonic()
+        if self._stage:
+            self.timings[self._stage] = round(now - self._last, 3)
+        self._last = now
+
+    def finish(self) -> float:
+        self._close()
+        self._stage = ""
+        total = time.monotonic() - self.began
+        self.say(f"done in {total:.1f}s")
+        return total
