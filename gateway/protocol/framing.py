@@ -20,44 +20,57 @@ class FrameError(Exception):
 class FrameReader:
     """Accumulates bytes and cuts them into frames of at most ``max_frame`` bytes."""
 
-    __slots__ = ("_buffer", "_max_frame", "_need")
+    __slots__ = ("_buffer", "_max_frame")
 
     def __init__(self, max_frame: int) -> None:
         self._buffer = bytearray()
         self._max_frame = max_frame
-        self._need = -1  # size of the frame being collected, -1 while unknown
 
     @property
     def buffered(self) -> int:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[bytes]:
-        buffer = self._buffer
-        buffer += data
+        if self._buffer:
+            self._buffer += data
+            frames, used = self._cut(self._buffer)
+            if used == len(self._buffer):
+                self._buffer = bytearray()
+            elif used:
+                del self._buffer[:used]
+            return frames
+        # Nothing pending: cut whole frames straight from ``data`` (one copy each, none
+        # when the read is exactly one frame) and keep only the tail.
+        frames, used = self._cut(data)
+        if used < len(data):
+            self._buffer += memoryview(data)[used:]
+        return frames
+
+    def _cut(self, source: bytes | bytearray) -> tuple[list[bytes], int]:
         frames: list[bytes] = []
         position = 0
-        available = len(buffer)
-        while True:
-            if self._need < 0:
-                if available - position < 4:
-                    break
-                (size,) = _SIZE.unpack_from(buffer, position)
+        available = len(source)
+        view = memoryview(source)
+        try:
+            while available - position >= 4:
+                (size,) = _SIZE.unpack_from(source, position)
                 if size < 0:
                     raise FrameError(f"negative frame length {size}")
                 if size > self._max_frame:
                     raise FrameError(
                         f"frame of {size} bytes exceeds the limit of {self._max_frame}"
                     )
-                self._need = size
-            if available - position < 4 + self._need:
-                break
-            end = position + 4 + self._need
-            frames.append(bytes(buffer[position:end]))
-            position = end
-            self._need = -1
-        if position:
-            del buffer[:position]
-        return frames
+                end = position + 4 + size
+                if end > available:
+                    break
+                if position == 0 and end == available and isinstance(source, bytes):
+                    frames.append(source)
+                else:
+                    frames.append(bytes(view[position:end]))
+                position = end
+        finally:
+            view.release()
+        return frames, position
 
 
 def frame(payload: bytes) -> bytes:
