@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
         records=records,
         half_records=max(records // 2, 1000),
         consume_records=records,
-        warmup_records=min(records // 4, 50_000),
+        warmup_records=min(records // 4, 100_000),
         record_size=opts.record_size,
         batch_size=opts.batch_size,
         linger_ms=opts.linger_ms,
@@ -137,7 +137,7 @@ class Bench:
     def close(self) -> None:
         if self.gateway is not None:
             code = self.gateway.stop()
-            if code not in (0, None):
+            if code not in (0, None, -signal.SIGTERM, -signal.SIGINT):  # < 0: killed by signal
                 say(f"gateway exited with {code}; log tail:\n{self.gateway.log_tail()}")
         if self.cluster is not None:
             self.cluster.stop()
