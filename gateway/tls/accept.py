@@ -332,7 +332,8 @@ class TlsTransport(asyncio.Transport):
         return self._raw.get_write_buffer_limits()
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        raise NotImplementedError("the plaintext protocol of a TLS connection is fixed")
+        # By design: the protocol above a TLS connection is chosen once, at accept.
+        raise RuntimeError("the plaintext protocol of a TLS connection cannot be replaced")
 
     def get_protocol(self) -> asyncio.BaseProtocol:
         return self._inner  # type: ignore[return-value]
