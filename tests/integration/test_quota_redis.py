@@ -12,10 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import signal
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -38,6 +34,8 @@ from gateway.quotas import (
 from gateway.quotas.bucket import GlobalBucket
 from gateway.quotas.redis_sync import SharedBuckets, Take
 
+from ..redis_server import RedisServer
+
 pytestmark = pytest.mark.integration
 
 RATE = 200_000.0  # bytes/s for the tenant, shared by every instance
@@ -47,54 +45,9 @@ P = QuotaKind.PRODUCE_BYTES
 ALICE = Subject("User:alice", None, "acme", "10.0.0.1")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RedisServer:
-    """redis-server on loopback with an append-only file, so a restart keeps the data."""
-
-    def __init__(self, directory: Path) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        if not Path(binary).exists():
-            raise RuntimeError("redis-server is not installed (Debian package redis-server)")
-        self.binary = binary
-        self.directory = directory
-        self.port = _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-        args += ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.directory)]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2),
-            ):
-                return
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye to the clients, as when a host dies."""
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-            self.process = None
-
-
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
+    server = RedisServer(tmp_path, appendonly=True)
     server.start()
     try:
         yield server

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..conftest import GatewayFactory
-from .test_quota_redis import RedisServer
+from ..redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 RATE = 1_000_000  # produce bytes/s for the principal, shared by every gateway instance

@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +19,7 @@ from gateway.authz.engine import Authorizer
 from gateway.authz.notify import RedisNotifier
 from gateway.authz.store import PolicyStore
 from gateway.cli import main
+from tests.redis_server import RedisServer
 
 from .conftest import PolicyDir, rule, when
 
@@ -29,59 +27,6 @@ ALLOW_A = "p, User:a, TOPIC, LITERAL, t, WRITE, *, allow"
 A_WRITES = when("User:a from 10.0.0.1 WRITE TOPIC t")
 B_WRITES = when("User:b from 10.0.0.1 WRITE TOPIC t")
 CHANNEL = "kgw:policy:test"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RedisServer:
-    def __init__(self, directory: Path) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        if not Path(binary).exists():
-            raise RuntimeError("redis-server is not installed (Debian package redis-server)")
-        self.binary = binary
-        self.directory = directory
-        self.port = _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        args = [
-            self.binary,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(self.directory),
-        ]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2),
-            ):
-                return
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(10)
-            self.process = None
 
 
 @pytest.fixture

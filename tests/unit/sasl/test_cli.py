@@ -15,8 +15,7 @@ from gateway.credentials import CredentialStoreConfig, open_store
 from gateway.credentials.file_backend import FileBackend
 from gateway.credentials.store import CredentialStore
 from gateway.sasl import SaslServer
-
-from .conftest import RedisServer
+from tests.redis_server import RedisServer
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

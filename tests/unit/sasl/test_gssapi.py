@@ -22,8 +22,7 @@ from kafka.net.sasl.gssapi import SaslMechanismGSSAPI
 from gateway.sasl import SaslServer, Step
 from gateway.sasl.kerberos import GssapiMechanism, KerberosAcceptor, KerberosSetupError
 from gateway.sasl.settings import KerberosConfig, SaslConfig
-
-from .conftest import free_port
+from tests.redis_server import free_port
 
 REALM = "KGW.TEST"
 SERVICE = f"kafka/localhost@{REALM}"

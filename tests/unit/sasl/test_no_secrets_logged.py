@@ -10,8 +10,9 @@ import pytest
 
 from gateway.credentials import CredentialStore, CredentialStoreConfig, open_store
 from gateway.sasl import Step
+from tests.redis_server import free_port
 
-from .conftest import free_port, sasl_server
+from .conftest import sasl_server
 from .test_scram import RfcClient
 
 PASSWORD = "Hunter2-very-SECRET-pw"

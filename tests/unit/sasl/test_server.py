@@ -11,8 +11,9 @@ from gateway.credentials import CredentialStore, CredentialStoreConfig, open_sto
 from gateway.sasl import SaslConfig, SaslServer
 from gateway.sasl.plain import PlainMechanism
 from gateway.sasl.scram import ScramMechanism
+from tests.redis_server import free_port
 
-from .conftest import free_port, sasl_server
+from .conftest import sasl_server
 
 
 async def test_mechanisms_in_config_order_and_start(tmp_path: Path) -> None:

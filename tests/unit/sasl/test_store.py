@@ -20,8 +20,7 @@ from gateway.credentials import (
 from gateway.credentials.file_backend import FileBackend
 from gateway.credentials.hashing import verify_secret
 from gateway.credentials.redis_backend import RedisBackend
-
-from .conftest import RedisServer, free_port
+from tests.redis_server import RedisServer, free_port
 
 Change = tuple[str, str, str, Any, Any]
 
