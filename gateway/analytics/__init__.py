@@ -1,0 +1,3 @@
+"""Access-log analytics: the Spark anomaly job, its detectors, the simulator, the reports.
+
+See docs/analytics.md."""

@@ -14,16 +14,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import kinds
+from . import kinds, rollups
 from .detect import access, auth, baseline
-from .detect.context import Context, Thresholds
+from .detect.context import Thresholds
+from .detect.rows import HourRow, Single
 from .findings import Finding, finding_rows, rank, write_findings_json
 from .load import LogInputError, detect_format, read_logs
 from .records import rfc3339_ms
 from .spark import Progress
 
 HOUR = 3600
-STAGES = 8
+STAGES = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,101 +68,19 @@ class AnalysisResult:
         }
 
 
-def prepare(frame: Any) -> Any:
-    """The columns the detectors use; epoch seconds; bytes in and out together; ``ok``
-    false for lines that are not records of the schema."""
-    from pyspark.sql import functions as F
-
-    ok = F.col("ts").isNotNull() & F.col("type").isin("request", "connection")
-    return frame.select(
-        F.coalesce(ok, F.lit(False)).alias("ok"),
-        F.unix_seconds("ts").alias("ts_s"),
-        "type",
-        "event",
-        "outcome",
-        "principal",
-        "tenant",
-        "client_host",
-        "api",
-        F.coalesce(F.col("topics"), F.array().cast("array<string>")).alias("topics"),
-        "decision",
-        F.coalesce(F.col("throttle_ms"), F.lit(0)).alias("throttle_ms"),
-        (F.coalesce(F.col("bytes_in"), F.lit(0)) + F.coalesce(F.col("bytes_out"), F.lit(0))).alias(
-            "bytes"
-        ),
-    )
-
-
-def hourly(events: Any) -> Any:
-    """Per principal and clock hour: allowed requests and their bytes, denied, total."""
-    from pyspark.sql import functions as F
-
-    requests = events.where((F.col("type") == "request") & F.col("principal").isNotNull())
-    is_allowed = F.col("decision").isin("allow", "none", "partial")
-    is_denied = F.col("decision").isin("deny", "partial")
-    return requests.groupBy("principal", (F.floor(F.col("ts_s") / HOUR) * HOUR).alias("hour")).agg(
-        F.max("tenant").alias("tenant"),
-        F.sum(F.when(is_allowed, 1).otherwise(0)).alias("allowed"),
-        F.sum(F.when(is_allowed, F.col("bytes")).otherwise(0)).alias("bytes"),
-        F.sum(F.when(is_denied, 1).otherwise(0)).alias("denied"),
-        F.count("*").alias("total"),
-    )
-
-
-def denied_topics(events: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    denied = events.where(
-        (F.col("type") == "request")
-        & F.col("decision").isin("deny", "partial")
-        & F.col("principal").isNotNull()
-    )
-    return denied.groupBy("principal", (F.floor(F.col("ts_s") / HOUR) * HOUR).alias("hour")).agg(
-        F.max("tenant").alias("tenant"),
-        F.count("*").alias("denied"),
-        F.array_distinct(F.flatten(F.collect_list("topics"))).alias("topics"),
-    )
-
-
-def sparse(events: Any) -> Any:
-    """The few records some detectors need one by one: failed logins and throttled requests."""
-    from pyspark.sql import functions as F
-
-    failed = (F.col("event") == "auth") & (F.col("outcome") == "failure")
-    throttled = (F.col("type") == "request") & (F.col("throttle_ms") > 0)
-    return events.where(failed | throttled).select(
-        "ts_s",
-        F.when(failed, "auth_failure").otherwise("throttled").alias("kind"),
-        "principal",
-        "tenant",
-        "client_host",
-        "throttle_ms",
-    )
-
-
 def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> AnalysisResult:
-    """Run every detector. Parquet is scanned again per stage (only the columns each
-    needs); other input is parsed once and kept in memory (and on disk if need be)."""
-    from pyspark import StorageLevel
+    """Roll the records up in Spark, then run every detector on the rolled-up rows."""
     from pyspark.sql import functions as F
 
+    t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
     fmt = detect_format(options.logs) if options.fmt == "auto" else options.fmt
-    prepared = prepare(read_logs(spark, options.logs, fmt))
-    if fmt != "parquet":
-        prepared = prepared.persist(StorageLevel.MEMORY_AND_DISK)
-    ok = F.col("ok")
-    bounds = prepared.agg(
-        F.count("*"),
-        F.sum(F.when(ok, 1).otherwise(0)),
-        F.min(F.when(ok, F.col("ts_s"))),
-        F.max(F.when(ok, F.col("ts_s"))),
-    ).first()
-    total, records, data_start, data_end = int(bounds[0]), int(bounds[1] or 0), bounds[2], bounds[3]
-    if not records:
+    prepared = rollups.parse_needed(rollups.prepare(read_logs(spark, options.logs, fmt)), fmt)
+    total, records, data_start, data_end = rollups.bounds(prepared)
+    if not records or data_start is None or data_end is None:
         raise LogInputError(f"no access-log records in {', '.join(options.logs)}")
     skipped = total - records
-    events = prepared.where(ok).drop("ok")
+    events = prepared.where(F.col("ok"))
     # The detection window starts on the hour: the last ``detect_hours``, rounded up.
     detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
     detect_from = max(detect_from, data_start)
@@ -171,47 +90,35 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
     )
 
-    progress.stage("rolling up per principal and hour; failed logins and throttling")
-    per_hour = hourly(events).persist(StorageLevel.MEMORY_AND_DISK)
-    first_seen = per_hour.groupBy("principal").agg(F.min("hour").alias("first_hour")).persist()
-    singles = sparse(events).persist(StorageLevel.MEMORY_AND_DISK)
-    ctx = Context(
-        spark,
-        events,
-        per_hour,
-        data_start,
-        data_end,
-        detect_from,
-        options.thresholds,
-        first_seen,
-        singles,
-    )
-    progress.say(
-        f"{per_hour.count():,} principal-hours, {singles.count():,} failed logins "
-        "and throttled requests"
-    )
+    progress.stage("rolling up per principal and hour")
+    hours = list(rollups.hour_rows(rollups.hourly(events)))
+    first_hour: dict[str, int] = {}
+    tenants: dict[str, str | None] = {}
+    for row in hours:
+        first_hour.setdefault(row.principal, row.hour)
+        tenants[row.principal] = tenants.get(row.principal) or row.tenant
+    old_enough = {p: tenants[p] for p, h in first_hour.items() if h <= detect_from - t.history_s}
+    progress.say(f"{len(hours):,} principal-hours of {len(first_hour):,} principals")
 
     findings: list[Finding] = []
-    progress.stage("failed authentication: bursts and spraying")
-    findings += auth.auth_bursts(ctx)
-    progress.stage("volume spikes, denied spikes, unusual hours")
-    findings += baseline.volume_spikes(ctx)
-    findings += baseline.denied_spikes(ctx)
-    findings += baseline.unusual_hours(ctx)
-    progress.stage("probing (distinct denied topics)")
-    findings += baseline.probing(ctx, denied_topics(events))
+    progress.stage("failed logins and throttling: bursts, spraying, storms")
+    singles = rollups.singles(events)
+    findings += auth.auth_bursts(singles, t)
+    findings += auth.throttle_storms(singles, t)
+    progress.say(f"{len(singles):,} failed logins and throttled requests")
+    progress.stage("volume spikes, denied spikes, probing, unusual hours")
+    findings += baseline.hourly_findings(hours, detect_from, t)
     progress.stage("new or rare client networks")
-    findings += access.new_addresses(ctx)
-    progress.stage("first access to a topic, throttle storms")
-    findings += access.first_topic_access(ctx)
-    findings += access.throttle_storms(ctx)
+    findings += access.new_addresses(rollups.host_rows(events, detect_from), old_enough, t)
+    progress.stage("first access to a topic")
+    findings += access.first_topic_access(rollups.new_topic_rows(events, detect_from), old_enough)
     findings = rank(findings)
     progress.say(f"{len(findings)} findings")
+    if prepared.is_cached:
+        prepared.unpersist()
 
     progress.stage("timelines for the report")
-    lines = timelines(ctx, findings, options.timelines)
-    for frame in (prepared, per_hour, first_seen, singles):
-        frame.unpersist()
+    lines = timelines(hours, singles, findings, options.timelines)
     return AnalysisResult(
         findings,
         records,
@@ -225,39 +132,32 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     )
 
 
-def timelines(ctx: Context, findings: list[Finding], limit: int) -> dict[str, list[dict[str, int]]]:
+def timelines(
+    hours: list[HourRow], singles: list[Single], findings: list[Finding], limit: int
+) -> dict[str, list[dict[str, int]]]:
     """Hourly allowed, denied and failed-login counts for the principals most in the findings."""
-    from pyspark.sql import functions as F
-
     chosen: list[str] = []
     for finding in findings:
         if finding.principal and finding.principal not in chosen:
             chosen.append(finding.principal)
         if len(chosen) >= limit:
             break
-    if not chosen:
-        return {}
-    hours = ctx.hourly.where(F.col("principal").isin(chosen)).select(
-        "principal", "hour", "allowed", "denied"
-    )
-    fails = (
-        auth.failures(ctx)
-        .where(F.col("principal").isin(chosen))
-        .groupBy("principal", (F.floor(F.col("ts_s") / HOUR) * HOUR).alias("hour"))
-        .agg(F.count("*").alias("failed"))
-    )
-    rows = hours.join(fails, ["principal", "hour"], "full").fillna(0).collect()
-    series: dict[str, list[dict[str, int]]] = {name: [] for name in chosen}
-    for r in sorted(rows, key=lambda r: (r.principal, r.hour)):
-        series[r.principal].append(
-            {
-                "hour": int(r.hour),
-                "allowed": int(r.allowed),
-                "denied": int(r.denied),
-                "failed": int(r.failed),
-            }
+    wanted = set(chosen)
+    series: dict[str, dict[int, dict[str, int]]] = {name: {} for name in chosen}
+
+    def point(principal: str, hour: int) -> dict[str, int]:
+        return series[principal].setdefault(
+            hour, {"hour": hour, "allowed": 0, "denied": 0, "failed": 0}
         )
-    return series
+
+    for row in hours:
+        if row.principal in wanted:
+            p = point(row.principal, row.hour)
+            p["allowed"], p["denied"] = row.allowed, row.denied
+    for single in singles:
+        if single.kind == "auth_failure" and single.principal in wanted:
+            point(single.principal, single.ts // HOUR * HOUR)["failed"] += 1
+    return {name: [points[h] for h in sorted(points)] for name, points in series.items()}
 
 
 def write_outputs(spark: Any, result: AnalysisResult, options: AnalyzeOptions) -> dict[str, Path]:

@@ -7,6 +7,7 @@ PySpark is an optional dependency (``pip install 'kaas-gateway[analytics]'``);
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -44,6 +45,8 @@ def session(
         raise SparkUnavailable("Spark needs Java 17 or later (no java on PATH, no JAVA_HOME)")
     # Spark's workers must run the same Python as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # py4j chats at INFO, even at interpreter exit when the log streams may be closed.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     shuffle = str(max(4, 2 * _cores(master)))
     builder = (
         SparkSession.builder.master(master)

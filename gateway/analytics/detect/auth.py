@@ -2,148 +2,143 @@
 
 Failures are cut into bursts: consecutive failures for the same key no further
 apart than a gap belong to one burst. These detectors need no baseline and look
-at the whole input.
+at the whole input. Pure Python over ``Single`` rows.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from itertools import groupby
 
 from .. import kinds
 from ..findings import Finding
-from .context import Context
+from .context import Thresholds
+from .rows import Single
 
 
-def episodes(frame: Any, key: str, gap_s: int) -> Any:
-    """``frame`` with an ``episode`` number per ``key``: a new one after a gap over ``gap_s``."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    ordered = Window.partitionBy(key).orderBy("ts_s")
-    gap = F.col("ts_s") - F.lag("ts_s").over(ordered)
-    starts = F.when(gap.isNull() | (gap > gap_s), 1).otherwise(0)
-    running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    return frame.withColumn("_start", starts).withColumn("episode", F.sum("_start").over(running))
-
-
-def failures(ctx: Context) -> Any:
-    from pyspark.sql import functions as F
-
-    return ctx.singles.where(F.col("kind") == "auth_failure").select(
-        "ts_s", "principal", "tenant", "client_host"
-    )
+def episodes(
+    rows: Iterable[Single], key: Callable[[Single], str | None], gap_s: int
+) -> Iterator[tuple[str, list[Single]]]:
+    """(key, rows) per burst: rows of one key, none further than ``gap_s`` from the last."""
+    keyed = sorted((r for r in rows if key(r) is not None), key=lambda r: (key(r), r.ts))
+    for name, group in groupby(keyed, key=key):
+        burst: list[Single] = []
+        for row in group:
+            if burst and row.ts - burst[-1].ts > gap_s:
+                yield str(name), burst
+                burst = []
+            burst.append(row)
+        if burst:
+            yield str(name), burst
 
 
 def _severity(count: int) -> str:
     return "critical" if count >= 100 else "high" if count >= 30 else "medium"
 
 
-def auth_bursts(ctx: Context) -> list[Finding]:
-    from pyspark.sql import functions as F
+def _minutes(burst: list[Single]) -> float:
+    return max(1.0, (burst[-1].ts - burst[0].ts) / 60)
 
-    t = ctx.thresholds
-    failed = failures(ctx)
+
+def auth_bursts(singles: list[Single], t: Thresholds) -> list[Finding]:
+    failed = [s for s in singles if s.kind == "auth_failure"]
     found: list[Finding] = []
-    by_principal = (
-        episodes(failed.where(F.col("principal").isNotNull()), "principal", t.auth_gap_s)
-        .groupBy("principal", "episode")
-        .agg(
-            F.count("*").alias("n"),
-            F.min("ts_s").alias("start"),
-            F.max("ts_s").alias("end"),
-            F.countDistinct("client_host").alias("addresses"),
-            F.max("tenant").alias("tenant"),
-            F.slice(F.array_sort(F.collect_set("client_host")), 1, 5).alias("sample"),
-        )
-        .where(F.col("n") >= t.auth_principal_min)
-    )
-    for row in by_principal.collect():
-        minutes = max(1.0, (row.end - row.start) / 60)
+    for principal, burst in episodes(failed, lambda s: s.principal, t.auth_gap_s):
+        if len(burst) < t.auth_principal_min:
+            continue
+        hosts = sorted({s.host for s in burst if s.host})
         found.append(
             Finding(
                 kinds.AUTH_BURST_PRINCIPAL,
-                _severity(row.n),
-                row.n / t.auth_principal_min,
-                row.principal,
-                row.start,
-                row.end,
-                f"{row.n} failed logins as {row.principal} in {minutes:.0f} min "
-                f"from {row.addresses} address(es)",
+                _severity(len(burst)),
+                len(burst) / t.auth_principal_min,
+                principal,
+                burst[0].ts,
+                burst[-1].ts,
+                f"{len(burst)} failed logins as {principal} in {_minutes(burst):.0f} min "
+                f"from {len(hosts)} address(es)",
                 {
-                    "failures": row.n,
-                    "minutes": round(minutes, 1),
-                    "addresses": row.addresses,
-                    "sample_addresses": list(row.sample),
+                    "failures": len(burst),
+                    "minutes": round(_minutes(burst), 1),
+                    "addresses": len(hosts),
+                    "sample_addresses": hosts[:5],
                     "threshold": t.auth_principal_min,
                 },
-                principal=row.principal,
-                tenant=row.tenant,
+                principal=principal,
+                tenant=next((s.tenant for s in burst if s.tenant), None),
             )
         )
-    found.extend(_by_address(ctx, failed))
+    for host, burst in episodes(failed, lambda s: s.host, t.auth_gap_s):
+        if len(burst) >= t.auth_address_min:
+            found.append(_address_finding(kinds.AUTH_BURST_ADDRESS, host, burst, t))
+    for host, burst in episodes(failed, lambda s: s.host, t.spray_gap_s):
+        if len({s.principal for s in burst if s.principal}) >= t.spray_principals_min:
+            found.append(_address_finding(kinds.SPRAYING, host, burst, t))
     return found
 
 
-def _by_address(ctx: Context, failed: Any) -> list[Finding]:
-    from pyspark.sql import functions as F
+def _address_finding(detector: str, host: str, burst: list[Single], t: Thresholds) -> Finding:
+    names = sorted({s.principal for s in burst if s.principal})
+    minutes = _minutes(burst)
+    evidence: dict[str, object] = {
+        "failures": len(burst),
+        "principals": len(names),
+        "minutes": round(minutes, 1),
+        "sample_principals": names[:8],
+    }
+    if detector == kinds.SPRAYING:
+        evidence["threshold"] = t.spray_principals_min
+        return Finding(
+            detector,
+            "critical" if len(names) >= 20 else "high",
+            len(names) / t.spray_principals_min,
+            host,
+            burst[0].ts,
+            burst[-1].ts,
+            f"{host} failed to log in as {len(names)} different principals in {minutes:.0f} min",
+            evidence,
+            client_host=host,
+        )
+    evidence["threshold"] = t.auth_address_min
+    return Finding(
+        detector,
+        _severity(len(burst)),
+        len(burst) / t.auth_address_min,
+        host,
+        burst[0].ts,
+        burst[-1].ts,
+        f"{len(burst)} failed logins from {host} in {minutes:.0f} min ({len(names)} principal(s))",
+        evidence,
+        client_host=host,
+    )
 
-    t = ctx.thresholds
-    found: list[Finding] = []
-    keyed = failed.where(F.col("client_host").isNotNull())
-    for detector, gap in (
-        (kinds.AUTH_BURST_ADDRESS, t.auth_gap_s),
-        (kinds.SPRAYING, t.spray_gap_s),
-    ):
-        grouped = (
-            episodes(keyed, "client_host", gap)
-            .groupBy("client_host", "episode")
-            .agg(
-                F.count("*").alias("n"),
-                F.min("ts_s").alias("start"),
-                F.max("ts_s").alias("end"),
-                F.countDistinct("principal").alias("principals"),
-                F.slice(F.array_sort(F.collect_set("principal")), 1, 8).alias("sample"),
+
+def throttle_storms(singles: list[Single], t: Thresholds) -> list[Finding]:
+    throttled = [s for s in singles if s.kind == "throttled"]
+    found = []
+    for principal, burst in episodes(throttled, lambda s: s.principal, t.throttle_gap_s):
+        total = sum(s.throttle_ms for s in burst)
+        if len(burst) < t.throttle_min or total < t.throttle_ms_min:
+            continue
+        minutes = _minutes(burst)
+        found.append(
+            Finding(
+                kinds.THROTTLE_STORM,
+                "medium" if total >= 60_000 else "low",
+                len(burst) / t.throttle_min,
+                principal,
+                burst[0].ts,
+                burst[-1].ts,
+                f"{len(burst)} responses to {principal} throttled in {minutes:.0f} min "
+                f"({total / 1000:.0f} s of throttle time)",
+                {
+                    "throttled": len(burst),
+                    "throttle_ms_total": total,
+                    "throttle_ms_max": max(s.throttle_ms for s in burst),
+                    "minutes": round(minutes, 1),
+                },
+                principal=principal,
+                tenant=next((s.tenant for s in burst if s.tenant), None),
             )
         )
-        if detector == kinds.AUTH_BURST_ADDRESS:
-            grouped = grouped.where(F.col("n") >= t.auth_address_min)
-        else:
-            grouped = grouped.where(F.col("principals") >= t.spray_principals_min)
-        for row in grouped.collect():
-            minutes = max(1.0, (row.end - row.start) / 60)
-            evidence = {
-                "failures": row.n,
-                "principals": row.principals,
-                "minutes": round(minutes, 1),
-                "sample_principals": list(row.sample),
-            }
-            if detector == kinds.SPRAYING:
-                score = row.principals / t.spray_principals_min
-                severity = "critical" if row.principals >= 20 else "high"
-                summary = (
-                    f"{row.client_host} failed to log in as {row.principals} different "
-                    f"principals in {minutes:.0f} min"
-                )
-                evidence["threshold"] = t.spray_principals_min
-            else:
-                score = row.n / t.auth_address_min
-                severity = _severity(row.n)
-                summary = (
-                    f"{row.n} failed logins from {row.client_host} in {minutes:.0f} min "
-                    f"({row.principals} principal(s))"
-                )
-                evidence["threshold"] = t.auth_address_min
-            found.append(
-                Finding(
-                    detector,
-                    severity,
-                    score,
-                    row.client_host,
-                    row.start,
-                    row.end,
-                    summary,
-                    evidence,
-                    client_host=row.client_host,
-                )
-            )
     return found

@@ -1,9 +1,8 @@
-"""What every detector gets: the prepared frames, the time windows, the thresholds."""
+"""Where each detector draws its line."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +31,3 @@ class Thresholds:
     throttle_ms_min: int = 10_000  # total throttle time in a storm
     history_s: int = 86_400  # a principal needs this much history for baseline detectors
     baseline_min_events: int = 50
-
-
-@dataclass(slots=True)
-class Context:
-    spark: Any
-    events: Any  # the prepared records (see job.prepare)
-    hourly: Any  # per principal and hour: allowed, bytes, denied, total
-    data_start: int  # epoch seconds
-    data_end: int
-    detect_from: int  # findings of baseline detectors start here; before is the baseline
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    first_seen: Any = None  # per principal: the first hour it made a request
-    singles: Any = None  # failed logins and throttled requests, one row each (kind)
