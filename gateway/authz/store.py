@@ -18,8 +18,6 @@ import contextlib
 import fcntl
 import hashlib
 import logging
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -27,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from ..fileutil import write_atomically
 from .lint import Problem, errors, lint
 from .model import AclFilter, AclRule, InvalidRuleError, principal_problem, rule_problems
 from .policyfile import (
@@ -294,21 +293,4 @@ def _drop_lines(text: str, numbers: set[int]) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, text)

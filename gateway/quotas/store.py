@@ -17,15 +17,14 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..fileutil import write_atomically
 from .model import InvalidQuotaError, QuotaSettings, Target, check_values
 from .settings import PlanConfig, QuotaConfig
 
@@ -291,16 +290,4 @@ def open_store(cfg: QuotaConfig) -> QuotaStore:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_atomically(path, text)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..javaregex import compile_replacement
+
 _RULE = re.compile(
     r"(?P<default>DEFAULT)|RULE:\[(?P<n>\d+):(?P<format>[^\]]*)\]"
     r"(?:\((?P<match>[^)]*)\))?"
@@ -33,7 +35,6 @@ _RULE = re.compile(
 )
 _NAME = re.compile(r"([^/@]*)(?:/([^/@]*))?@([^/@]*)")
 _PARAM = re.compile(r"\$(\d*)")
-_GROUP_REF = re.compile(r"\\(.)|\$(\d+)|\$\{([A-Za-z][A-Za-z0-9]*)\}|\$")
 _NON_SIMPLE = re.compile(r"[/@]")
 
 
@@ -154,31 +155,7 @@ def _compile(regex: str, rule: str) -> re.Pattern[str]:
 
 
 def _compile_replacement(text: str, pattern: re.Pattern[str], rule: str) -> Replacement:
-    """Java ``Matcher.replaceAll`` syntax (``$1``, ``${name}``, ``\\x``) as a function."""
-    parts: list[str | int] = []
-    pos = 0
-    for ref in _GROUP_REF.finditer(text):
-        parts.append(text[pos : ref.start()])
-        escaped, number, name = ref.groups()
-        if escaped is not None:
-            parts.append(escaped)
-        elif number is not None:
-            if int(number) > pattern.groups:
-                raise RuleError(f"{rule!r}: ${number} but the pattern has {pattern.groups} groups")
-            parts.append(int(number))
-        elif name is not None:
-            if name not in pattern.groupindex:
-                raise RuleError(f"{rule!r}: the pattern has no group named {name!r}")
-            parts.append(pattern.groupindex[name])
-        else:
-            raise RuleError(f"{rule!r}: '$' in the replacement must name a group")
-        pos = ref.end()
-    parts.append(text[pos:])
-
-    def replace(found: re.Match[str]) -> str:
-        return "".join((found.group(p) or "") if isinstance(p, int) else p for p in parts)
-
-    return replace
+    return compile_replacement(text, pattern, rule, RuleError)
 
 
 class PrincipalMapper:

@@ -21,6 +21,8 @@ from typing import Literal
 
 from cryptography import x509
 
+from ..javaregex import compile_replacement
+
 NameSource = Literal["subject", "san_dns", "san_uri", "san_email"]
 _SAN_KINDS: dict[str, type[x509.DNSName | x509.UniformResourceIdentifier | x509.RFC822Name]] = {
     "san_dns": x509.DNSName,
@@ -28,7 +30,6 @@ _SAN_KINDS: dict[str, type[x509.DNSName | x509.UniformResourceIdentifier | x509.
     "san_email": x509.RFC822Name,
 }
 _RULE = re.compile(r"RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?)")
-_GROUP_REF = re.compile(r"\\(.)|\$(\d+)|\$\{([A-Za-z][A-Za-z0-9]*)\}|\$")
 
 
 class RuleError(ValueError):
@@ -43,33 +44,7 @@ Replacement = Callable[[re.Match[str]], str]
 
 
 def _compile_replacement(text: str, pattern: re.Pattern[str], rule: str) -> Replacement:
-    """Java ``Matcher.replaceAll`` syntax as a function of the match."""
-    parts: list[str | int] = []  # literal text, or a group number / name to insert
-    pos = 0
-    for ref in _GROUP_REF.finditer(text):
-        parts.append(text[pos : ref.start()])
-        escaped, number, name = ref.groups()
-        if escaped is not None:
-            parts.append(escaped)
-        elif number is not None:
-            if int(number) > pattern.groups:
-                raise RuleError(f"{rule!r}: ${number} but the pattern has {pattern.groups} groups")
-            parts.append(int(number))
-        elif name is not None:
-            if name not in pattern.groupindex:
-                raise RuleError(f"{rule!r}: the pattern has no group named {name!r}")
-            parts.append(pattern.groupindex[name])
-        else:
-            raise RuleError(f"{rule!r}: '$' in the replacement must name a group ($1, ${{name}})")
-        pos = ref.end()
-    parts.append(text[pos:])
-
-    def replace(match: re.Match[str]) -> str:
-        return "".join(
-            (match.group(part) or "") if isinstance(part, int) else part for part in parts
-        )
-
-    return replace
+    return compile_replacement(text, pattern, rule, RuleError)
 
 
 @dataclass(frozen=True)
