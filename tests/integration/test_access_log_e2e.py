@@ -77,7 +77,7 @@ def test_real_sessions_are_logged_and_counted(
 
     ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
     assert ready.status == 200
-    deadline = time.monotonic() + 10  # the writer drains off the data path
+    deadline = time.monotonic() + 30  # the writer drains off the data path
     produced: list[dict[str, object]] = []
     while time.monotonic() < deadline:
         records = _records(logs)
@@ -95,7 +95,17 @@ def test_real_sessions_are_logged_and_counted(
     events = {r["event"] for r in records if r["type"] == "connection"}
     assert "open" in events
 
-    samples = _samples(port)
+    deadline = time.monotonic() + 30  # scrape and log agree once the writer caught up
+    while True:
+        samples = _samples(port)
+        counted = sum(
+            v for (name, labels), v in samples.items()
+            if name == "kgw_requests_total" and ("api", "produce") in labels
+        )  # fmt: skip
+        logged = len([r for r in _records(logs) if r.get("api") == "produce"])
+        if counted == logged or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     counted = sum(
         v for (name, labels), v in samples.items()
         if name == "kgw_requests_total" and ("api", "produce") in labels
