@@ -13,10 +13,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .accesslog.settings import AccessLogConfig
+from .audit.settings import AuditConfig
 from .observability.settings import MetricsConfig
 from .quotas.settings import QuotaConfig
 from .sasl.settings import SaslConfig
 from .tls.settings import ListenerTlsConfig, SniConfig, UpstreamTlsConfig
+from .upstream.settings import UpstreamSaslConfig
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_NODE_ID = 65535
@@ -47,6 +49,7 @@ class UpstreamConfig(_Strict):
     connect_timeout_s: float = Field(default=10.0, gt=0)
     metadata_refresh_s: float = Field(default=30.0, gt=0)
     tls: UpstreamTlsConfig | None = None
+    sasl: UpstreamSaslConfig | None = None  # absent: no SASL login to the brokers
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -171,6 +174,7 @@ class GatewayConfig(_Strict):
     accesslog: AccessLogConfig | None = None  # absent: no access log
     metrics: MetricsConfig | None = None  # absent: no metrics endpoint
     sasl: SaslConfig | None = None  # absent: no SASL mechanisms (docs/sasl.md)
+    audit: AuditConfig | None = None  # absent: admin changes are not audited (docs/audit.md)
 
     @model_validator(mode="after")
     def _check_listeners(self) -> GatewayConfig:

@@ -1,33 +1,52 @@
-"""Writing a whole file so that readers see the old or the new content, never a mix."""
+"""Files that several processes change: an exclusive lock, and whole-file writes that
+readers see as the old or the new content, never a mix."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` to a temporary file beside ``path``, fsync, rename over ``path``.
 
-    Keeps the file's permission bits (0644 for a new file).
+    ``mode`` sets the permission bits (use 0o600 for files holding secrets); without
+    it an existing file keeps its bits and a new one gets 0644. Raises ``OSError``.
     """
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    if mode is None:
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    with contextlib.suppress(OSError):  # not every file system lets a directory be synced
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (created 0600, with its directory)
+    for the block: one writer at a time across processes. Raises ``OSError``."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        os.fsync(dir_fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        os.close(dir_fd)
+        os.close(fd)  # closing releases the lock

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl as ssl_
 import struct
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -19,6 +20,7 @@ from kio.static.protocol import Entity
 from .protocol.codec import decode_response, encode_request
 
 E = TypeVar("E", bound=Entity)
+Login = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 CLIENT_ID = "kgw-control"
 
@@ -31,8 +33,12 @@ async def roundtrip(
     timeout_s: float,
     ssl: ssl_.SSLContext | None = None,
     ssl_handshake_timeout: float | None = None,
+    login: Login | None = None,
 ) -> E:
-    """Send ``request`` to ``host:port`` (over TLS with ``ssl``) and return its decoded response."""
+    """Send ``request`` to ``host:port`` (over TLS with ``ssl``) and return its decoded response.
+
+    ``login`` authenticates the new connection first (the gateway's upstream SASL identity).
+    """
     key = int(request.__api_key__)  # type: ignore[attr-defined]
     version = int(request.__version__)
 
@@ -41,6 +47,8 @@ async def roundtrip(
             host, port, ssl=ssl, ssl_handshake_timeout=ssl_handshake_timeout if ssl else None
         )
         try:
+            if login is not None:
+                await login(reader, writer)
             writer.write(encode_request(key, version, 1, CLIENT_ID, request))
             await writer.drain()
             (size,) = struct.unpack(">i", await reader.readexactly(4))
@@ -58,12 +66,13 @@ async def fetch_brokers(
     timeout_s: float,
     ssl: ssl_.SSLContext | None = None,
     ssl_handshake_timeout: float | None = None,
+    login: Login | None = None,
 ) -> dict[int, tuple[str, int]]:
     """The cluster's brokers as one of them sees them: node id → private address."""
     request = MetadataRequest(
         topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
     response = await roundtrip(
-        host, port, request, MetadataResponse, timeout_s, ssl, ssl_handshake_timeout
+        host, port, request, MetadataResponse, timeout_s, ssl, ssl_handshake_timeout, login
     )
     return {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}

@@ -31,14 +31,20 @@ from .tls.reloader import Reloadable
 from .tls.sni import SniPublicMap
 from .tls.upstream import upstream_context
 from .topology import PublicMap, Topology
+from .upstream.identity import UpstreamIdentity
+from .upstream.scram_client import UpstreamAuthError
 
 if TYPE_CHECKING:
     from .authz.engine import Authorizer
     from .quotas import QuotaEngine
+    from .quotas.cluster_view import ClusterTopics
     from .sasl import FailureLimiter, SaslServer, Step
+    from .tenants import TenantWatch
+    from .upstream.handshake import UpstreamHandshake
 
 log = logging.getLogger("kgw.server")
 _ids = itertools.count(1)
+LOCAL_WORK_TIMEOUT_S = 15.0  # a store write or topic count the gateway does for a request
 
 
 class ListenerSet:
@@ -155,11 +161,15 @@ class ClientConnection(asyncio.Protocol):
             gateway.accesslog, gateway.metrics, gateway.instance, self.conn_id, self.identity
         )
         self._observed_close = False
-        throttle = None
+        throttle = admin = None
         if gateway.quotas is not None:
+            from .enforcement.quota_admin import QuotaAdmin
             from .throttling import Throttle
 
             throttle = Throttle(gateway.quotas, self.identity)
+            topics = gateway.cluster_topics
+            assert topics is not None
+            admin = QuotaAdmin(gateway.quotas, self.identity, topics.fetch, topics.note)
         self.session = Session(
             listener.public,
             self.identity,
@@ -167,6 +177,7 @@ class ClientConnection(asyncio.Protocol):
             auth,
             observe=self.observer.active,
             throttle=throttle,
+            admin=admin,
         )
         self._mute_handle: asyncio.TimerHandle | None = None
         self._counted_tenant: str | None = None
@@ -225,8 +236,9 @@ class ClientConnection(asyncio.Protocol):
         except FrameError as exc:
             self.fail(Fault("client", str(exc)))
             return
-        if self._held or self.session.pending_step is not None:
-            self._held.extend(frames)  # a SASL step is running: keep the order
+        session = self.session
+        if self._held or session.pending_step is not None or session.pending_work is not None:
+            self._held.extend(frames)  # a SASL step or local work is running: keep the order
             return
         self._process(frames)
 
@@ -242,6 +254,11 @@ class ClientConnection(asyncio.Protocol):
                     self.pause("authenticating")
                     self.gateway.spawn(f"sasl-{self.conn_id}", self._run_step())
                     break
+                if self.session.pending_work is not None:
+                    self._held.extend(frames[index + 1 :])
+                    self.pause("working")
+                    self.gateway.spawn(f"work-{self.conn_id}", self._run_work())
+                    break
         except Fault as fault:
             self.fail(fault)
             return
@@ -253,6 +270,39 @@ class ClientConnection(asyncio.Protocol):
         self.flush()
         if self.session.inflight >= self.gateway.config.limits.max_inflight_requests:
             self.pause("inflight")
+
+    async def _run_work(self) -> None:
+        """Run the session's pending local work (a quota store write, a topic count), then
+        answer or forward that request in its place and go on with the held ones."""
+        work = self.session.pending_work
+        assert work is not None
+        outcome: object
+        try:
+            outcome = await asyncio.wait_for(work.run(), LOCAL_WORK_TIMEOUT_S)
+        except Exception as exc:  # the unit answers it (an error per entry), never a stall
+            log.warning(
+                "local work failed: %s",
+                type(exc).__name__,
+                extra=self._extra("local_work_failed", reason=f"{work.name}: {type(exc).__name__}"),
+            )
+            outcome = exc
+        if self.closed:
+            return
+        try:
+            out = self.session.complete_work(outcome)
+        except Fault as fault:
+            self.fail(fault)
+            return
+        if out is not None:
+            if self.upstream is not None:
+                self.upstream.send([out])
+            else:
+                self._backlog.append(out)
+        self.flush()
+        held, self._held = self._held, []
+        self.resume("working")
+        if held and not self.closed:
+            self._process(held)
 
     async def _run_step(self) -> None:
         """Run one SASL step off the session; slow down repeated failures."""
@@ -266,6 +316,9 @@ class ClientConnection(asyncio.Protocol):
         except Exception as exc:  # a mechanism bug must not leave the client hanging
             log.error("SASL mechanism failed", exc_info=exc, extra=self._extra("sasl_error"))
             step = fail(f"internal error in {pending.mechanism.name}")
+        tenants = self.gateway.tenants
+        if step.succeeded and tenants is not None and tenants.blocked(step.tenant):
+            step = fail("tenant_blocked", step.principal)  # suspended or deleted
         if self.closed:
             return
         limiter = self.gateway.auth_limiter
@@ -454,7 +507,11 @@ class ClientConnection(asyncio.Protocol):
             for host, port in self.gateway.upstream_candidates(self.node_id):
                 attempts += 1
                 remaining = max(0.1, deadline - loop.time())
-                upstream, error = await self._try_upstream(host, port, remaining)
+                try:
+                    upstream, error = await self._try_upstream(host, port, remaining)
+                except UpstreamAuthError as exc:
+                    self._upstream_auth_failed(host, port, str(exc))
+                    return
                 if upstream is not None:
                     self._attach(upstream)
                     return
@@ -478,11 +535,18 @@ class ClientConnection(asyncio.Protocol):
     async def _try_upstream(
         self, host: str, port: int, timeout_s: float
     ) -> tuple[UpstreamConnection | None, str]:
+        """Connect (and authenticate, with ``upstream.sasl``); ``UpstreamAuthError`` if refused."""
         loop = asyncio.get_running_loop()
+        identity = self.gateway.upstream_identity
         try:
             _, upstream = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: UpstreamConnection(self), host, port, **self.gateway.upstream_tls()
+                    lambda: UpstreamConnection(
+                        self, identity.handshake() if identity is not None else None
+                    ),
+                    host,
+                    port,
+                    **self.gateway.upstream_tls(),
                 ),
                 timeout_s,
             )
@@ -490,7 +554,37 @@ class ClientConnection(asyncio.Protocol):
             return None, f"{host}:{port}: connect timed out after {timeout_s:.1f}s"
         except OSError as exc:
             return None, f"{host}:{port}: {exc.strerror or str(exc) or type(exc).__name__}"
+        if identity is not None:
+            limit = identity.config.timeout_s
+            try:
+                await asyncio.wait_for(asyncio.shield(upstream.ready), limit)
+            except TimeoutError:
+                upstream.close()
+                raise UpstreamAuthError(
+                    f"no SASL answer from the broker within {limit:g}s"
+                ) from None
+            except UpstreamAuthError:
+                upstream.close()
+                raise
         return upstream, ""
+
+    def _upstream_auth_failed(self, host: str, port: int, reason: str) -> None:
+        """The broker refused the gateway's own credentials: log it (no secret), close."""
+        identity = self.gateway.upstream_identity
+        log.warning(
+            "upstream SASL authentication failed: %s",
+            reason,
+            extra=self._extra(
+                "upstream_auth_failed",
+                upstream=f"{host}:{port}",
+                mechanism=identity.mechanism if identity is not None else None,
+                principal=identity.username if identity is not None else None,
+                reason=reason,
+            ),
+        )
+        if self.gateway.metrics is not None:
+            self.gateway.metrics.upstream_error("auth")
+        self.close("the gateway could not authenticate to the broker", "upstream")
 
     def _attach(self, upstream: UpstreamConnection) -> None:
         if self.closed:
@@ -506,24 +600,59 @@ class ClientConnection(asyncio.Protocol):
 class UpstreamConnection(asyncio.Protocol):
     """The gateway's connection to one broker on behalf of one client connection."""
 
-    def __init__(self, client: ClientConnection) -> None:
+    def __init__(self, client: ClientConnection, login: UpstreamHandshake | None = None) -> None:
         self.client = client
         self.reader = FrameReader(client.gateway.config.limits.max_response_bytes)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._paused: set[str] = set()
+        self._login = login  # the gateway's own SASL exchange; None once done (or none)
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if login is None:
+            self.ready.set_result(None)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
         transport.set_write_buffer_limits(
             high=self.client.gateway.config.limits.write_buffer_high_bytes
         )
+        if self._login is not None:  # after TLS, before any client frame
+            transport.write(self._login.start())
+
+    def _login_received(self, data: bytes) -> None:
+        """A broker answer during the gateway's own SASL exchange."""
+        login = self._login
+        assert login is not None and self.transport is not None
+        try:
+            for item in self.reader.feed(data):
+                if login.done:
+                    raise UpstreamAuthError("unexpected response after SASL authentication")
+                reply = login.on_frame(item)
+                if reply is not None:
+                    self.transport.write(reply)
+        except (FrameError, UpstreamAuthError) as exc:
+            self._login_failed(UpstreamAuthError(str(exc)))
+            return
+        if login.done:
+            self._login = None
+            if not self.ready.done():
+                self.ready.set_result(None)
+
+    def _login_failed(self, error: UpstreamAuthError) -> None:
+        self._login = None
+        if not self.ready.done():
+            self.ready.set_exception(error)
+            self.ready.exception()  # retrieved: the connecting task may have given up already
+        self.close()
 
     def send(self, frames: list[bytes]) -> None:
         if self.transport is not None and not self.closed:
             self.transport.writelines(frames)
 
     def data_received(self, data: bytes) -> None:
+        if self._login is not None:
+            self._login_received(data)
+            return
         client = self.client
         try:
             for item in self.reader.feed(data):
@@ -538,6 +667,15 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if not self.ready.done():  # during the gateway's own SASL login: the connector reports
+            self._login = None
+            self.ready.set_exception(
+                UpstreamAuthError("the broker closed the connection during SASL authentication")
+            )
+            self.ready.exception()
+            return
+        if self.client.upstream is not self:  # never attached: its connector reports
+            return
         if not self.client.closed:
             if self.client.gateway.metrics is not None:
                 self.client.gateway.metrics.upstream_error("closed")
@@ -599,15 +737,30 @@ class Gateway:
             if self.accesslog is not None:
                 self.metrics.watch_access_log(self.accesslog.stats)
         self.quotas: QuotaEngine | None = None
+        self.cluster_topics: ClusterTopics | None = None
         if config.quotas is not None:
             from .quotas import QuotaEngine
 
             self.quotas = QuotaEngine.from_config(config.quotas)
+            self._watch_quotas(self.quotas)
         self.authorizer: Authorizer | None = None
         if config.authorization is not None:
             from .authz.engine import Authorizer
 
             self.authorizer = Authorizer.from_config(config.authorization)
+        self.tenants: TenantWatch | None = None  # suspended/deleted tenants (gateway/tenants)
+        if config.sasl is not None and config.sasl.credential_store is not None:
+            from .tenants import TenantWatch, open_tenant_store
+
+            self.tenants = TenantWatch(open_tenant_store(config.sasl.credential_store))
+        from .audit.wiring import attach_audit
+
+        self.audit = attach_audit(  # Kafka admin API changes → the audit trail
+            config.audit,
+            policies=self.authorizer.store if self.authorizer is not None else None,
+            quotas=self.quotas.store if self.quotas is not None else None,
+            credentials=self.sasl_server.store if self.sasl_server is not None else None,
+        )
         self.listeners = [ListenerSet(self, lst) for lst in config.listeners]
         self.connections: set[ClientConnection] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -618,6 +771,33 @@ class Gateway:
         self._rotation = 0
         tls = config.upstream.tls
         self.upstream_tls_material = upstream_context(tls) if tls is not None else None
+        sasl = config.upstream.sasl  # UpstreamCredentialError: no usable password file
+        self.upstream_identity = UpstreamIdentity.load(sasl) if sasl is not None else None
+        if sasl is not None and config.accesslog is not None and config.accesslog.topic:
+            log.warning(  # TopicSink opens its own broker connections without a SASL login
+                "accesslog.topic cannot authenticate to the brokers (upstream.sasl): "
+                "its records will not reach the topic",
+                extra={"event": "accesslog_topic_no_sasl"},
+            )
+
+    def _watch_quotas(self, quotas: QuotaEngine) -> None:
+        """The cluster's topic list for licence checks; quota figures on /metrics."""
+        from .quotas.cluster_view import ClusterTopics
+        from .quotas.prometheus import QuotaCollector
+
+        def connect() -> dict[str, Any]:
+            identity = getattr(self, "upstream_identity", None)
+            login = identity.login if identity is not None else None
+            return {**self.upstream_tls(), "login": login}
+
+        timeout = self.config.upstream.connect_timeout_s
+
+        def candidates() -> list[tuple[str, int]]:
+            return self.upstream_candidates(None)
+
+        self.cluster_topics = ClusterTopics(candidates, connect, timeout)
+        if self.metrics is not None:
+            self.metrics.registry.register(QuotaCollector(quotas.metrics))
 
     def tls_material(self) -> list[Reloadable]:
         found = [lst.tls.material for lst in self.listeners if lst.tls is not None]
@@ -660,6 +840,11 @@ class Gateway:
         if self.stopping and not self.connections:
             self._drained.set()
 
+    def _close_tenants(self, blocked: frozenset[str]) -> None:
+        for conn in list(self.connections):
+            if conn.identity.tenant in blocked:
+                conn.close(f"tenant {conn.identity.tenant} is suspended or deleted", "gateway")
+
     def _on_new_broker(self, node_id: int) -> None:
         for listener in self.listeners:
             listener.ensure_broker(node_id)
@@ -694,6 +879,8 @@ class Gateway:
                 "authorization is off: every client may do anything the gateway's own identity may",
                 extra={"event": "authorization_off"},
             )
+        if self.tenants is not None:
+            self.spawn("tenant-watch", self.tenants.run(self._stop, self._close_tenants))
         self.spawn("idle-sweeper", self._idle_loop())
         for material in self.tls_material():
             self.spawn(f"tls-watch-{material.name}", material.watch(self._stop))
@@ -706,9 +893,19 @@ class Gateway:
             for host, port in self.upstream_candidates(None):
                 try:
                     brokers = await fetch_brokers(
-                        host, port, upstream.connect_timeout_s, **self.upstream_tls()
+                        host,
+                        port,
+                        upstream.connect_timeout_s,
+                        **self.upstream_tls(),
+                        login=self.upstream_identity.login if self.upstream_identity else None,
                     )
-                except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                except (
+                    OSError,
+                    TimeoutError,
+                    asyncio.IncompleteReadError,
+                    ValueError,
+                    UpstreamAuthError,
+                ) as exc:
                     log.warning(
                         "metadata refresh failed",
                         extra={

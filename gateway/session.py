@@ -7,7 +7,11 @@ The network layer feeds whole frames in and writes out what comes back:
 * ``on_response(frame)`` takes the next upstream response;
 * ``take_ready()`` returns the responses that may now go to the client, in
   request order: a response the gateway makes itself waits behind the ones
-  still in flight upstream.
+  still in flight upstream;
+* ``pending_step`` (a SASL step) or ``pending_work`` (local work such as a quota
+  store write) set after ``on_request``: the network layer runs it, hands the
+  result to ``complete_step`` / ``complete_work`` and feeds no further request
+  until then, so the answer still leaves in request order.
 
 Produce with acks=0 gets no slot, since the broker sends no response.
 Violations raise ``Fault``, which names whose fault it was.
@@ -67,7 +71,11 @@ from .throttling import Throttle
 from .topology import PublicMap, UnmappableBroker
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from .enforcement import Enforcer
+    from .enforcement.quota_admin import QuotaAdmin
+    from .enforcement.verdict import Deferred, Verdict
     from .sasl import Step
 
 log = logging.getLogger("kgw.authz")
@@ -112,6 +120,25 @@ class Slot:
         self.throttle_ms = 0.0
 
 
+class PendingWork:
+    """A request waiting for local work (``Deferred``) before it is answered or forwarded."""
+
+    __slots__ = ("body_offset", "data", "deferred", "slot")
+
+    def __init__(self, deferred: Deferred, data: bytes, body_offset: int, slot: Slot) -> None:
+        self.deferred = deferred
+        self.data = data
+        self.body_offset = body_offset
+        self.slot = slot
+
+    @property
+    def name(self) -> str:
+        return self.deferred.name
+
+    def run(self) -> Awaitable[Any]:
+        return self.deferred.run()
+
+
 class Session:
     """The state of one client connection and its upstream connection."""
 
@@ -123,8 +150,11 @@ class Session:
         auth: Authentication | None = None,
         observe: bool = False,
         throttle: Throttle | None = None,
+        admin: QuotaAdmin | None = None,
     ) -> None:
         self.throttle = throttle
+        self.admin = admin  # quota APIs and licence limits (with quotas configured)
+        self.pending_work: PendingWork | None = None
         self._mute_ms = 0.0  # how long the network layer should stop reading (KIP-219)
         self.mapping = mapping
         self.observe = observe
@@ -189,7 +219,7 @@ class Session:
             if blocked > 0:  # over the fetch quota: an empty answer, no broker involved
                 self._empty_fetch(version, correlation_id, blocked)
                 return None
-        if self.enforcer is not None:
+        if self.enforcer is not None or (self.admin is not None and key in self.admin.api_keys):
             return self._enforce(data, key, version, correlation_id)
         if key == apis.PRODUCE and self._produce_acks(data) == 0:
             self._no_response(len(data))
@@ -264,49 +294,113 @@ class Session:
         if response.error_code != 0:
             self.close_after_flush = "SASL authentication failed"
 
-    def _expect(self, slot: Slot, size: int = 0) -> None:
+    def _expect(self, slot: Slot, size: int = 0, ordered: bool = False) -> None:
+        """``slot`` now awaits a broker response (``ordered``: it holds its place already)."""
         if self.throttle is not None and size:
             slot.throttle_ms = self.throttle.on_request(slot.api_key, size)
             # Stop reading at once: pipelined requests already in the socket would
             # otherwise all pass before the throttled response goes out.
             self._mute(slot.throttle_ms)
-        self._order.append(slot)
+        if not ordered:
+            self._order.append(slot)
         self._waiting.append(slot)
 
     def _enforce(self, data: bytes, key: int, version: int, correlation_id: int) -> bytes | None:
-        """Authorize every part of the request; forward only what is allowed."""
-        assert self.enforcer is not None
+        """Authorize every part of the request (and apply quota admin and licence limits);
+        forward only what is allowed."""
         payload = memoryview(data)[4:]
         try:
             head = parse_request_head(payload)
             request: Any = decode_request(head, payload)
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
-        verdict = self.enforcer.decide(key, request, apis.response_schema(key, version))
+        response_cls = apis.response_schema(key, version)
+        enforcer = self.enforcer
+        if enforcer is None:
+            from .enforcement.verdict import PASS
+
+            verdict = PASS
+        else:
+            verdict = enforcer.decide(key, request, response_cls)
+        if self.admin is not None and key in self.admin.api_keys:
+            verdict = self.admin.decide(key, request, response_cls, verdict)
         no_response = key == apis.PRODUCE and int(request.acks) == 0
         if self._exchange is not None:
-            self._exchange.decision = decision_of(True, verdict.denied, verdict.forward is not None)
+            self._exchange.decision = decision_of(
+                enforcer is not None, verdict.denied, verdict.forward is not None
+            )
             self._exchange.resources = resources_of(request)
-            self._exchange.rule = self.enforcer.last_rule
-        if verdict.denied:
+            self._exchange.rule = enforcer.last_rule if enforcer is not None else None
+        if verdict.denied and enforcer is not None:
             self._log_denial(key, version)
             if no_response:  # nothing to answer with: close, as Kafka does
                 raise Fault("client", "Produce with acks=0 was denied by authorization")
+        offset = head.body_offset
+        if verdict.defer is not None:  # the network layer runs it; the answer keeps its place
+            slot = Slot(key, version, correlation_id, False, self._exchange)
+            self._order.append(slot)
+            self.pending_work = PendingWork(verdict.defer, data, offset, slot)
+            return None
+        return self._carry_out(verdict, key, version, correlation_id, data, offset, no_response)
+
+    def _carry_out(
+        self,
+        verdict: Verdict,
+        key: int,
+        version: int,
+        correlation_id: int,
+        data: bytes,
+        body_offset: int,
+        no_response: bool = False,
+        slot: Slot | None = None,
+    ) -> bytes | None:
+        """Answer locally or forward, as ``verdict`` says; ``slot``: the request's place,
+        taken already (deferred work)."""
         if verdict.local is not None:
             reply = encode_response(key, version, correlation_id, verdict.local)
-            self._local(key, version, correlation_id, reply)
+            if slot is None:
+                self._local(key, version, correlation_id, reply)
+            else:
+                slot.data = reply
             return None
         out = data
         if verdict.rewritten:
             forward: Any = verdict.forward
-            out = frame(bytes(payload[: head.body_offset]) + encode_body(forward))
+            out = frame(bytes(memoryview(data)[4 : 4 + body_offset]) + encode_body(forward))
         if no_response:
             self._no_response(len(out))
-        else:
+            return out
+        if slot is None:
             slot = Slot(key, version, correlation_id, True, self._exchange)
             slot.merge = verdict.merge
             self._expect(slot, len(out))
+        else:
+            slot.upstream = True
+            slot.merge = verdict.merge
+            self._expect(slot, len(out), ordered=True)
         return out
+
+    def complete_work(self, outcome: object) -> bytes | None:
+        """The network layer ran ``pending_work`` (``outcome``: its result, or the exception
+        it raised): answer in the request's place, or return the frame to forward."""
+        work = self.pending_work
+        assert work is not None
+        self.pending_work = None
+        slot = work.slot
+        try:
+            verdict = work.deferred.finish(outcome)
+        except Exception as exc:  # a bug in the unit: the client must not wait forever
+            raise Fault("gateway", f"{work.name} failed: {type(exc).__name__}") from None
+        if verdict.defer is not None:
+            raise Fault("gateway", f"{work.name} deferred twice")
+        if slot.exchange is not None:
+            slot.exchange.decision = decision_of(
+                self.enforcer is not None, verdict.denied, verdict.forward is not None
+            )
+        return self._carry_out(
+            verdict, slot.api_key, slot.api_version, slot.correlation_id, work.data,
+            work.body_offset, slot=slot,
+        )  # fmt: skip
 
     def _log_denial(self, key: int, version: int) -> None:
         """One line per distinct denial per connection every DENIAL_LOG_INTERVAL_S at most."""

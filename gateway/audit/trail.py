@@ -127,6 +127,20 @@ class AuditTrail:
                     fcntl.flock(handle, fcntl.LOCK_UN)
         return entry
 
+    def check_appendable(self) -> None:
+        """``AuditError`` now if ``append`` would fail (so a change can be refused first)."""
+        if not self.path.exists():
+            parent = self.path.parent
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise AuditError(f"{self.path}: cannot create the audit trail in {parent}")
+            return
+        if not os.access(self.path, os.R_OK | os.W_OK):
+            raise AuditError(f"{self.path}: the audit trail is not readable and writable")
+        with open(self.path, "rb") as handle:
+            self._last(handle)
+
     def _last(self, handle: IO[bytes]) -> tuple[int, str]:
         """The last entry's seq and hash; refuses to extend a damaged tail."""
         size = handle.seek(0, os.SEEK_END)

@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable
 
 from .. import __version__
-from . import analyze, apikey, audit, certs, dev, policy, quota, report, scram, serve
+from . import analyze, apikey, audit, certs, dev, policy, quota, report, scram, serve, tenant
 
-GROUPS = (serve, dev, certs, policy, audit, quota, apikey, scram, analyze, report)
+GROUPS = (serve, dev, certs, policy, audit, quota, apikey, scram, analyze, report, tenant)
 
 
 def build_parser() -> argparse.ArgumentParser:

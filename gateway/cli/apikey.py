@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import getpass
 import json
 import sys
 import time
@@ -20,7 +19,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..config import ConfigError, load_config
+from ..audit import AuditError, audit_credential_store
+from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
+from ..config import ConfigError, GatewayConfig, load_config
 from ..credentials import (
     CorruptRecord,
     CredentialStore,
@@ -62,37 +63,50 @@ def store_settings(args: argparse.Namespace) -> tuple[CredentialStoreConfig, int
     raise Usage("name the credential store: --config FILE, --store-file PATH or --redis-url URL")
 
 
-def actor(args: argparse.Namespace) -> str:
-    if args.actor:
-        return str(args.actor)
+actor = cli_actor
+
+
+def gateway_config(args: argparse.Namespace) -> GatewayConfig | None:
+    if not getattr(args, "config", None):
+        return None
     try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return "cli:unknown"
+        return load_config(Path(args.config))
+    except ConfigError as exc:
+        raise Usage(f"configuration error: {exc}") from None
 
 
 def run(
     args: argparse.Namespace,
     command: Callable[[CredentialStore, argparse.Namespace], Awaitable[int]],
 ) -> int:
-    """Open the store, run ``command``, map failures to exit codes."""
+    """Open the store, run ``command``, map failures to exit codes.
+
+    Commands that change the store (those with ``--audit-trail``) are recorded in
+    the audit trail; an unusable trail refuses them before anything changes.
+    """
+    recorder: ChangeRecorder | None = None
     try:
         settings, _ = store_settings(args)
+        if hasattr(args, "audit_trail"):
+            recorder = ChangeRecorder.for_command(args, gateway_config(args))
 
         async def main() -> int:
             store = open_store(settings)
+            if recorder is not None:
+                audit_credential_store(store, recorder)
             try:
                 return await command(store, args)
             finally:
                 await store.close()
 
-        return asyncio.run(main())
-    except Usage as exc:
+        code = asyncio.run(main())
+    except (Usage, AuditError) as exc:
         print(f"kgw: {exc}", file=sys.stderr)
-        return USAGE
+        code = USAGE
     except (Refused, InvalidCredential, StoreError, CorruptRecord) as exc:
         print(f"kgw: {exc}", file=sys.stderr)
-        return REFUSED
+        code = REFUSED
+    return recorder.finish(code) if recorder is not None else code
 
 
 def table(rows: list[tuple[str, ...]]) -> None:
@@ -205,6 +219,7 @@ def register(commands: Any) -> None:
     create.add_argument("--expires-days", type=float, help="the key stops working after this")
     create.add_argument("--json", action="store_true", help="one JSON object on stdout")
     create.add_argument("--actor", help="who makes the change (default: cli:<login>)")
+    add_audit_args(create)
 
     listing = sub.add_parser("list", help="every key (never a secret)")
     store_args(listing)
@@ -215,4 +230,5 @@ def register(commands: Any) -> None:
     store_args(revoke)
     revoke.add_argument("key_id", metavar="ID")
     revoke.add_argument("--actor", help="who makes the change (default: cli:<login>)")
+    add_audit_args(revoke)
     apikey.set_defaults(func=_cmd_apikey)

@@ -2,20 +2,24 @@
 
 Exit codes: 0 the trail is intact (or the command was done), 1 tampering was
 found (each problem names the line and entry), 2 bad usage or an unreadable file.
-The HMAC key comes from ``--key-file`` or ``$KGW_AUDIT_KEY_FILE``; keep it outside
-the repository, mode 0600.
+The trail is ``--file``, else the ``audit.trail`` of the gateway configuration
+given with ``--config``, else ``$KGW_AUDIT_TRAIL``, else ``audit/audit.jsonl``. The
+HMAC key comes from ``--key-file``, else that configuration's ``audit.key_file``,
+else ``$KGW_AUDIT_KEY_FILE``; keep it outside the repository, mode 0600.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..audit import AuditError, AuditTrail, write_new_key
+from ..audit import AuditError, AuditTrail, load_key, write_new_key
+from ..audit.admin import TRAIL_ENV
 from ..audit.trail import KEY_ENV
 
 OK, TAMPERED, USAGE = 0, 1, 2
@@ -23,7 +27,22 @@ DEFAULT_FILE = "audit/audit.jsonl"
 
 
 def _trail(args: argparse.Namespace) -> AuditTrail:
-    return AuditTrail.open(args.file, args.key_file)
+    section = None
+    if getattr(args, "config", None):
+        from ..config import ConfigError, load_config
+
+        try:
+            section = load_config(Path(args.config)).audit
+        except ConfigError as exc:
+            raise AuditError(f"configuration error: {exc}") from None
+        if section is None and args.file is None:
+            raise AuditError(f"{args.config} has no audit section")
+    path = args.file or (section.trail if section else None)
+    path = path or Path(os.environ.get(TRAIL_ENV) or DEFAULT_FILE)
+    if args.key_file is not None or section is None:
+        return AuditTrail.open(path, args.key_file)
+    key = load_key(section.key_file) if section.key_file is not None else None
+    return AuditTrail(path, key=key)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -137,8 +156,17 @@ def register(commands: Any) -> None:
     sub = audit.add_subparsers(dest="audit_command", required=True)
 
     def where(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--file", type=Path, default=Path(DEFAULT_FILE), help="the trail")
-        p.add_argument("--key-file", type=Path, help=f"HMAC key (default: ${KEY_ENV})")
+        p.add_argument(
+            "--file",
+            type=Path,
+            help=f"the trail (default: --config's audit.trail, ${TRAIL_ENV}, {DEFAULT_FILE})",
+        )
+        p.add_argument("--config", help="the gateway's YAML configuration (its audit section)")
+        p.add_argument(
+            "--key-file",
+            type=Path,
+            help=f"HMAC key (default: --config's audit.key_file, ${KEY_ENV})",
+        )
 
     p = sub.add_parser("verify", help="check the hash chain; exit 1 naming each tampered entry")
     where(p)

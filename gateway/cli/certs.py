@@ -4,6 +4,10 @@ Each CA lives in its own directory under ``--dir`` (default ``certs``); see
 ``certs/README.md`` for the layout. Private keys are written 0600 and never
 printed; passwords are read from files (``--password-file``), and a missing
 password file is created with a random password, 0600.
+
+``init-ca``, ``server``/``client``, ``revoke`` and ``crl`` are recorded in the
+admin audit trail (``--audit-trail``; docs/audit.md) by what identifies each
+certificate: subject, serial, SHA-256 fingerprint, validity; never a key.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 from cryptography import x509
 
+from ..audit import AuditError, certificate_json
+from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
 from ..tls.ca import (
     CaError,
     CertificateAuthority,
@@ -59,6 +65,31 @@ def _csr(path: Path | None) -> x509.CertificateSigningRequest | None:
             return x509.load_der_x509_csr(data)
         except ValueError:
             raise CaError(f"{path}: not a PEM or DER certificate signing request") from None
+
+
+def _record(args: argparse.Namespace, action: str, target: str, before: Any, after: Any) -> None:
+    recorder: ChangeRecorder | None = getattr(args, "recorder", None)
+    if recorder is not None:
+        recorder.append(cli_actor(args), action, target, before, after)
+
+
+def _described(ca: CertificateAuthority, entry: Issued) -> dict[str, Any]:
+    """An issued certificate as the trail records it (the certificate file, if readable)."""
+    described: dict[str, Any] = {
+        "name": entry.name,
+        "kind": entry.kind,
+        "serial": entry.serial,
+        "subject": entry.subject,
+        "sans": list(entry.sans),
+        "not_after": entry.not_after,
+        "revoked_at": entry.revoked_at,
+        "revocation_reason": entry.revocation_reason,
+    }
+    try:
+        cert = x509.load_pem_x509_certificates((ca.dir / entry.cert).read_bytes())[0]
+    except (OSError, ValueError, IndexError):
+        return described
+    return {**certificate_json(cert), **described}
 
 
 def _show(ca: CertificateAuthority, entry: Issued) -> None:
@@ -104,6 +135,13 @@ def cmd_init_ca(args: argparse.Namespace) -> int:
         crl_days=args.crl_days,
     )
     cert = ca.certificate
+    after = {
+        **certificate_json(cert),
+        "ca_dir": str(ca.dir),
+        "key_type": args.key_type,
+        "key_encrypted": args.key_password_file is not None,
+    }
+    _record(args, "cert.ca_create", f"ca:{args.ca}", None, after)
     print(f"created CA {args.ca!r} in {ca.dir}")
     print(f"  subject   {cert.subject.rfc4514_string()}")
     print(f"  valid to  {cert.not_valid_after_utc:%Y-%m-%d}")
@@ -137,6 +175,7 @@ def cmd_issue(args: argparse.Namespace) -> int:
         also_client=getattr(args, "also_client", False),
         key_password=_secret(args.key_password_file, create=True),
     )
+    _record(args, "cert.issue", f"cert:{args.ca}/{entry.name}", None, _described(ca, entry))
     _show(ca, entry)
     return 0
 
@@ -166,6 +205,9 @@ def cmd_truststore(args: argparse.Namespace) -> int:
 def cmd_revoke(args: argparse.Namespace) -> int:
     ca = _ca(args)
     entry = ca.revoke(args.which, args.reason, crl_days=args.crl_days)
+    after = _described(ca, entry)
+    before = {**after, "revoked_at": None, "revocation_reason": None}
+    _record(args, "cert.revoke", f"cert:{args.ca}/{entry.name}", before, after)
     print(f"revoked {entry.name!r} (serial {entry.serial}, reason {entry.revocation_reason})")
     print(f"  CRL rewritten: {ca.crl_path} — gateways watching it refuse the certificate")
     print("  on the next handshake (or send them SIGHUP)")
@@ -175,6 +217,14 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def cmd_crl(args: argparse.Namespace) -> int:
     ca = _ca(args)
     path = ca.write_crl(args.crl_days)
+    crl = x509.load_pem_x509_crl(path.read_bytes())
+    after = {
+        "crl": str(path),
+        "crl_number": ca.index().crl_number,
+        "revoked": len(crl),
+        "next_update": crl.next_update_utc.isoformat() if crl.next_update_utc else None,
+    }
+    _record(args, "cert.crl_sign", f"ca:{args.ca}", None, after)
     print(f"re-signed {path}, next update in {args.crl_days} days")
     return 0
 
@@ -226,14 +276,31 @@ def cmd_expiring(args: argparse.Namespace) -> int:
     return 1
 
 
+def _audit_config(args: argparse.Namespace) -> Any:
+    """The gateway configuration ``server --config`` names (its audit section), if any."""
+    path = getattr(args, "config", None)
+    if path is None:
+        return None
+    from ..config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise CaError(str(exc)) from None
+
+
 def _run(func: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
+        recorder: ChangeRecorder | None = None
         try:
+            if hasattr(args, "audit_trail"):  # a command that changes a CA
+                recorder = ChangeRecorder.for_command(args, _audit_config(args))
+                args.recorder = recorder
             code: int = func(args)
-        except CaError as exc:
+        except (CaError, AuditError) as exc:
             print(f"kgw certs: {exc}", file=sys.stderr)
-            return 2
-        return code
+            code = 2
+        return recorder.finish(code) if recorder is not None else code
 
     return run
 
@@ -253,6 +320,7 @@ def register(commands: Any) -> None:
     p.add_argument("--key-type", choices=("ec", "rsa"), default="ec")
     p.add_argument("--key-password-file", type=Path, help="encrypt ca.key with this passphrase")
     p.add_argument("--crl-days", type=int, default=30, help="validity of each CRL")
+    add_audit_args(p, actor=True)
     p.set_defaults(func=_run(cmd_init_ca))
 
     for kind, days, help_text in (
@@ -280,6 +348,7 @@ def register(commands: Any) -> None:
             p.add_argument(
                 "--also-client", action="store_true", help="also clientAuth (broker keystores)"
             )
+        add_audit_args(p, actor=True)
         p.set_defaults(func=_run(cmd_issue), kind=kind)
 
     p = sub.add_parser("export", help="PKCS#12 keystore (key + certificate + CA) for Java clients")
@@ -304,12 +373,14 @@ def register(commands: Any) -> None:
     p.add_argument("--reason", default="unspecified", help="e.g. key_compromise, superseded")
     p.add_argument("--crl-days", type=int, default=30)
     ca_password(p)
+    add_audit_args(p, actor=True)
     p.set_defaults(func=_run(cmd_revoke))
 
     p = sub.add_parser("crl", help="re-sign the CRL (before its next update)")
     p.add_argument("ca")
     p.add_argument("--crl-days", type=int, default=30)
     ca_password(p)
+    add_audit_args(p, actor=True)
     p.set_defaults(func=_run(cmd_crl))
 
     p = sub.add_parser("list", help="what was issued, when it expires, what is revoked")

@@ -9,12 +9,13 @@ was refused, 2 bad usage or configuration.
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..audit import AuditError, audit_policy_store
+from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
 from ..authz.casbin_model import MODEL_CONF, ModelError, load_model
 from ..authz.engine import Authorizer
 from ..authz.lint import errors
@@ -32,7 +33,7 @@ from ..authz.model import (
 )
 from ..authz.policyfile import parse_policy
 from ..authz.store import PolicyError, PolicyStore
-from ..config import AuthorizationConfig, ConfigError, load_config
+from ..config import AuthorizationConfig, ConfigError, GatewayConfig, load_config
 
 OK, REFUSED, USAGE = 0, 1, 2
 _RESOURCES = (
@@ -53,6 +54,7 @@ class _Target:
     super_users: tuple[str, ...] = ()
     redis_url: str | None = None
     redis_channel: str = ""
+    config: GatewayConfig | None = None
 
 
 def _target(args: argparse.Namespace) -> _Target:
@@ -76,17 +78,12 @@ def _target(args: argparse.Namespace) -> _Target:
             tuple(auth.super_users),
             redis.url if redis else None,
             redis.channel if redis else "",
+            config,
         )
     return _Target(PolicyStore(Path(args.policy_dir or "policies")))
 
 
-def _actor(args: argparse.Namespace) -> str:
-    if args.actor:
-        return str(args.actor)
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return "cli:unknown"
+_actor = cli_actor
 
 
 def _resource(args: argparse.Namespace, required: bool) -> tuple[ResourceType, str] | None:
@@ -328,11 +325,22 @@ _COMMANDS = {
 }
 
 
+def _changes(args: argparse.Namespace) -> bool:
+    """Whether the command may change the policy (and so is recorded in the audit trail)."""
+    if args.policy_command == "role":
+        return bool(args.role_command in ("add", "remove"))
+    return args.policy_command == "add" or (args.policy_command == "remove" and not args.dry_run)
+
+
 def _cmd_policy(args: argparse.Namespace) -> int:
     try:
         target = _target(args)
-        return _COMMANDS[args.policy_command](args, target)
-    except _Usage as exc:
+        if not _changes(args):
+            return _COMMANDS[args.policy_command](args, target)
+        recorder = ChangeRecorder.for_command(args, target.config)
+        audit_policy_store(target.store, recorder)
+        return recorder.finish(_COMMANDS[args.policy_command](args, target))
+    except (_Usage, AuditError) as exc:
         print(f"kgw: {exc}", file=sys.stderr)
         return USAGE
     except (PolicyError, InvalidRuleError) as exc:
@@ -386,12 +394,14 @@ def register(commands: Any) -> None:
     add.add_argument("--host", action="append", help="an address or CIDR (default: any host)")
     add.add_argument("--deny", action="store_true", help="a DENY rule (default: ALLOW)")
     add.add_argument("--actor", help="who makes the change (default: cli:<login>)")
+    add_audit_args(add)
 
     remove = sub.add_parser("remove", help="remove the rules a filter selects")
     _where(remove)
     _filter_args(remove, "remove")
     remove.add_argument("--dry-run", action="store_true", help="show, do not remove")
     remove.add_argument("--actor")
+    add_audit_args(remove)
 
     listing = sub.add_parser("list", help="list rules, with their line numbers")
     _where(listing)
@@ -417,6 +427,7 @@ def register(commands: Any) -> None:
         cmd.add_argument("--member", required=True, help="a principal or another role")
         cmd.add_argument("--role", required=True, help="e.g. Role:tenant-a")
         cmd.add_argument("--actor")
+        add_audit_args(cmd)
     role_list = role_sub.add_parser("list", help="every role and its direct members")
     _where(role_list)
 

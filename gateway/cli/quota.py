@@ -10,7 +10,6 @@ Exit codes: 0 done, 1 refused (a bad value, the store unavailable), 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import getpass
 import re
 import sys
 from dataclasses import dataclass
@@ -19,7 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import ConfigError, load_config
+from ..audit import AuditError, audit_quota_store
+from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
+from ..config import ConfigError, GatewayConfig, load_config
 from ..quotas.model import InvalidQuotaError, QuotaKind, Resolver, Subject, Target, TargetType
 from ..quotas.settings import PlanConfig, QuotaConfig
 from ..quotas.store import FileQuotaStore, QuotaStore, RedisQuotaStore, StoreError, open_store
@@ -61,6 +62,7 @@ class _Usage(Exception):
 class _Where:
     store: QuotaStore
     config: QuotaConfig
+    gateway: GatewayConfig | None = None
 
 
 def _number(text: str) -> float:
@@ -78,7 +80,7 @@ def _where(args: argparse.Namespace) -> _Where:
             raise _Usage(f"configuration error: {exc}") from None
         if config.quotas is None:
             raise _Usage(f"{args.config} has no quotas section")
-        return _Where(open_store(config.quotas), config.quotas)
+        return _Where(open_store(config.quotas), config.quotas, config)
     if args.redis_url:
         cfg = QuotaConfig(redis_url=args.redis_url, key_prefix=args.key_prefix)
         return _Where(RedisQuotaStore(args.redis_url, args.key_prefix), cfg)
@@ -86,13 +88,7 @@ def _where(args: argparse.Namespace) -> _Where:
     return _Where(FileQuotaStore(path), QuotaConfig(store_file=path))
 
 
-def _actor(args: argparse.Namespace) -> str:
-    if getattr(args, "actor", None):
-        return str(args.actor)
-    try:
-        return f"cli:{getpass.getuser()}"
-    except (KeyError, OSError):
-        return "cli:unknown"
+_actor = cli_actor
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -230,19 +226,24 @@ _COMMANDS = {
 
 
 def _cmd_quota(args: argparse.Namespace) -> int:
+    recorder: ChangeRecorder | None = None
     try:
         where = _where(args)
-        return _COMMANDS[args.quota_command](args, where)
-    except _Usage as exc:
+        if hasattr(args, "audit_trail"):  # a command that changes the store
+            recorder = ChangeRecorder.for_command(args, where.gateway)
+            audit_quota_store(where.store, recorder)
+        code = _COMMANDS[args.quota_command](args, where)
+    except (_Usage, AuditError) as exc:
         print(f"kgw: {exc}", file=sys.stderr)
-        return USAGE
+        code = USAGE
     except (InvalidQuotaError, StoreError) as exc:
         print(f"kgw: {exc}", file=sys.stderr)
-        return REFUSED
+        code = REFUSED
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         print(f"kgw: {problems}", file=sys.stderr)
-        return REFUSED
+        code = REFUSED
+    return recorder.finish(code) if recorder is not None else code
 
 
 # -- argument parsing -------------------------------------------------------------
@@ -286,11 +287,13 @@ def register(commands: Any) -> None:
     _value_args(setter)
     setter.add_argument("--remove", action="append", metavar="KEY", help="e.g. fetch_bytes")
     setter.add_argument("--actor", help="who makes the change (default: cli:<login>)")
+    add_audit_args(setter)
 
     delete = sub.add_parser("delete", help="remove every value of one target")
     _store_args(delete)
     _target_args(delete)
     delete.add_argument("--actor")
+    add_audit_args(delete)
 
     getter = sub.add_parser("get", help="a target's values and the quotas in effect")
     _store_args(getter)
@@ -308,10 +311,12 @@ def register(commands: Any) -> None:
     for option in _LICENCE_OPTIONS:
         plan_set.add_argument("--" + option.replace("_", "-"), type=_number, metavar="N")
     plan_set.add_argument("--actor")
+    add_audit_args(plan_set)
     plan_remove = plan_sub.add_parser("remove", help="remove a plan from the store")
     _store_args(plan_remove)
     plan_remove.add_argument("name")
     plan_remove.add_argument("--actor")
+    add_audit_args(plan_remove)
     plan_list = plan_sub.add_parser("list", help="plans (configured and stored), assignments")
     _store_args(plan_list)
     assign = plan_sub.add_parser("assign", help="put TENANT on PLAN")
@@ -319,8 +324,10 @@ def register(commands: Any) -> None:
     assign.add_argument("tenant")
     assign.add_argument("plan")
     assign.add_argument("--actor")
+    add_audit_args(assign)
     unassign = plan_sub.add_parser("unassign", help="TENANT falls back to the default plan")
     _store_args(unassign)
     unassign.add_argument("tenant")
     unassign.add_argument("--actor")
+    add_audit_args(unassign)
     quota.set_defaults(func=_cmd_quota)

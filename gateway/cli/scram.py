@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from ..audit.admin import add_audit_args
 from ..credentials import CredentialStore
 from ..credentials.hashing import SCRAM_HASHES, SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS
 from .apikey import OK, REFUSED, USAGE, Refused, actor, run, store_args, store_settings, table, when
@@ -110,12 +111,14 @@ def register(commands: Any) -> None:
     )
     add.add_argument("--tenant", help="the tenant the user belongs to (optional)")
     add.add_argument("--actor", help="who makes the change (default: cli:<login>)")
+    add_audit_args(add)
 
     remove = sub.add_parser("remove", help="remove a user's credentials")
     store_args(remove)
     remove.add_argument("user", metavar="USER")
     remove.add_argument("--mechanism", choices=list(SCRAM_HASHES), help="default: both")
     remove.add_argument("--actor", help="who makes the change (default: cli:<login>)")
+    add_audit_args(remove)
 
     listing = sub.add_parser("list", help="every SCRAM user (never a key)")
     store_args(listing)

@@ -31,21 +31,26 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 
 async def serve(config: GatewayConfig) -> int:
+    from ..audit import AuditError
     from ..authz.store import PolicyError
     from ..quotas import StoreError as QuotaStoreError
     from ..sasl.kerberos import KerberosSetupError
     from ..server import Gateway
     from ..tls.material import MaterialError
+    from ..upstream.identity import UpstreamCredentialError
 
     try:
         gateway = Gateway(config)
     except MaterialError as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 1
-    except (KerberosSetupError, QuotaStoreError) as exc:
+    except (KerberosSetupError, QuotaStoreError, UpstreamCredentialError) as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 2
     except PolicyError as exc:  # a broken policy never starts a gateway that allows all
+        log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
+        return 2
+    except AuditError as exc:  # admin changes must not go unrecorded when a trail is configured
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 2
     loop = asyncio.get_running_loop()

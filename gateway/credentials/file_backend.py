@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import stat
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from ..fileutil import exclusive_lock, write_atomically
 from .store import TABLES, Record, StoreError
 
 FORMAT = 1
@@ -122,35 +121,19 @@ class FileBackend:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(exclusive_lock(self.lock_path))
+            except OSError as exc:
+                raise StoreError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
             yield
-        finally:
-            os.close(fd)
 
     def _write(self, data: _Data) -> None:
         text = json.dumps({"format": FORMAT, "tables": data}, indent=1, sort_keys=True)
-        directory = self.path.parent
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=directory)
+            write_atomically(self.path, text + "\n", mode=0o600)
         except OSError as exc:
-            raise StoreError(f"cannot write in {directory}: {exc.strerror}") from None
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             raise StoreError(f"cannot write {self.path}: {exc.strerror}") from None
-        _fsync_dir(directory)
 
 
 def _empty() -> _Data:
@@ -167,12 +150,3 @@ def _check_mode(path: Path, st: os.stat_result) -> None:
             f"the credential file {path} is accessible by group or others "
             f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it"
         )
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -7,6 +7,13 @@ Nodes 1..N are broker+controller with static ``controller.quorum.voters``;
 (JVM stdout/stderr) and ``node-<id>/server.log`` (log4j2, WARN+). The state
 needed to find and stop the processes again is kept in ``workdir/cluster.json``.
 
+``security_protocol="SASL_PLAINTEXT"`` (or ``SASL_SSL``) with ``sasl_users``
+gives every node a SASL listener with those users for each of ``sasl_mechanisms``:
+SCRAM credentials are written into the metadata at format time (kafka-storage's
+``--add-scram``), PLAIN users go in the listener's JAAS configuration. An
+``admin`` user with a random password is added for the brokers' own
+connections and the readiness probe.
+
 CLI: ``python -m gateway.devstack.kafka_cluster up --dir D [--nodes 3]`` starts a
 detached cluster; ``down --dir D`` stops it.
 """
@@ -20,6 +27,7 @@ import json
 import logging
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
@@ -30,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.devstack import kafka_dist
+from gateway.devstack import broker_sasl, kafka_dist
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +70,26 @@ class KafkaCluster:
         extra_broker_props: dict[str, str] | None = None,
         security_protocol: str = "PLAINTEXT",
         client_config: dict[str, str] | None = None,
+        sasl_users: dict[str, str] | None = None,
+        sasl_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "PLAIN"),
     ) -> None:
         """``security_protocol="SSL"`` gives every node an SSL listener only (the controller
         listener stays internal and plaintext); the ``ssl.*`` settings then go in
         ``extra_broker_props`` and ``client_config`` holds the librdkafka settings the
-        readiness probe needs (``security.protocol``, ``ssl.ca.location``, …)."""
+        readiness probe needs (``security.protocol``, ``ssl.ca.location``, …).
+
+        ``security_protocol="SASL_PLAINTEXT"``/``"SASL_SSL"``: ``sasl_users`` (name →
+        password, letters, digits and ``_.~-`` only) may log in with each of
+        ``sasl_mechanisms``; ``client_config`` starts from the ``admin`` user's login."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
+        self.sasl_mechanisms = tuple(sasl_mechanisms)
+        self.sasl_users = dict(sasl_users or {})
+        if security_protocol.startswith("SASL_"):
+            broker_sasl.check(self.sasl_mechanisms, self.sasl_users)
+            self.sasl_users.setdefault(broker_sasl.ADMIN, secrets.token_hex(16))
+        elif self.sasl_users:
+            raise ValueError(f"sasl_users need a SASL security protocol, not {security_protocol}")
         self.workdir = Path(workdir).resolve()
         self.voters = nodes
         self.libs = libs if libs is not None else kafka_dist.ensure_kafka()
@@ -76,7 +97,14 @@ class KafkaCluster:
         self.heap = heap
         self.extra_broker_props = dict(extra_broker_props or {})
         self.security_protocol = security_protocol
-        self.client_config = dict(client_config or {})
+        admin = (
+            broker_sasl.admin_client_config(
+                security_protocol, self.sasl_mechanisms, self.sasl_users
+            )
+            if security_protocol.startswith("SASL_")
+            else {}
+        )
+        self.client_config = {**admin, **(client_config or {})}
         self.cluster_id = kafka_dist.random_uuid()
         ports = _free_ports(host, 2 * nodes)
         self.nodes: dict[int, NodeSpec] = {
@@ -208,6 +236,8 @@ class KafkaCluster:
             extra_broker_props=dict(state["extra_broker_props"]),
             security_protocol=str(state.get("security_protocol", "PLAINTEXT")),
             client_config=dict(state.get("client_config", {})),
+            sasl_users=dict(state.get("sasl_users", {})),
+            sasl_mechanisms=tuple(state.get("sasl_mechanisms", ("SCRAM-SHA-512", "PLAIN"))),
         )  # fmt: skip
         cluster.cluster_id = str(state["cluster_id"])
         cluster.nodes = {int(n["node_id"]): NodeSpec(**n) for n in state["nodes"]}
@@ -229,7 +259,11 @@ class KafkaCluster:
             "client_config": self.client_config,
             "nodes": [asdict(n) for n in self.nodes.values()],
         }
+        if self.sasl_users:
+            state["sasl_users"] = self.sasl_users
+            state["sasl_mechanisms"] = list(self.sasl_mechanisms)
         tmp = self.workdir / f".{STATE_FILE}.tmp"
+        tmp.touch(mode=0o600)
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.workdir / STATE_FILE)
 
@@ -279,6 +313,12 @@ class KafkaCluster:
             "num.io.threads": "4",
             "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
         }
+        if self.security_protocol.startswith("SASL_"):
+            props.update(
+                broker_sasl.broker_properties(
+                    self.security_protocol, self.sasl_mechanisms, self.sasl_users
+                )
+            )
         props.update(self.extra_broker_props)
         return props
 
@@ -288,6 +328,7 @@ class KafkaCluster:
         path = node_dir / "server.properties"
         props = self._properties(self.nodes[node_id])
         lines = [f"{k}={v}".replace("\\", "\\\\") for k, v in props.items()]
+        path.touch(mode=0o600)  # may hold SASL passwords
         path.write_text("\n".join(lines) + "\n")
         kafka_dist.write_log4j_config(self._log4j, "${sys:kafka.logs.dir}/server.log")
         return path
@@ -309,6 +350,7 @@ class KafkaCluster:
                 continue
             shutil.rmtree(data, ignore_errors=True)  # left over from another cluster
             args = ["format", "--cluster-id", self.cluster_id, "--config", str(config)]
+            args += broker_sasl.scram_format_args(self.sasl_mechanisms, self.sasl_users)
             argv = self._jvm(node_id, "kafka.tools.StorageTool", args, "256m")
             procs[node_id] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT

@@ -1,9 +1,19 @@
-"""``kgw dev up|down|demo``: a 3-node cluster and a gateway in front of it, on loopback."""
+"""``kgw dev up|down|demo``: a 3-node cluster and a gateway in front of it, on loopback.
+
+The gateway has two listeners. ``local`` is plaintext with the fixed principal
+``User:dev-admin``, a super user (the operator's door: create topics, anything).
+``tenants`` takes SASL (PLAIN API keys, SCRAM) and is what ``kgw tenant create``
+writes bundles for. Authorization, quotas (three plans), the access log, the audit
+trail and the metrics endpoint are on, with every store in the stack directory.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +24,57 @@ from .kafka_cluster import KafkaCluster
 
 log = logging.getLogger("kgw.dev")
 STACK_FILE = "stack.json"
+POLICIES = Path(__file__).resolve().parents[2] / "policies"
+ADMIN = "User:dev-admin"
+PLANS: dict[str, dict[str, int]] = {
+    "bronze": {
+        "produce_bytes": 1 << 20, "produce_bytes_burst": 4 << 20, "fetch_bytes": 2 << 20,
+        "requests": 200, "max_connections": 50, "max_topics": 10,
+        "max_partitions_per_topic": 6, "max_total_partitions": 30,
+    },
+    "silver": {
+        "produce_bytes": 8 << 20, "produce_bytes_burst": 32 << 20, "fetch_bytes": 16 << 20,
+        "requests": 2000, "max_connections": 200, "max_topics": 50,
+        "max_partitions_per_topic": 12, "max_total_partitions": 300,
+    },
+    "gold": {
+        "produce_bytes": 64 << 20, "produce_bytes_burst": 256 << 20, "fetch_bytes": 128 << 20,
+        "requests": 20000, "max_connections": 1000, "max_topics": 500,
+        "max_partitions_per_topic": 48, "max_total_partitions": 5000,
+    },
+}  # fmt: skip
+
+
+def stack_config(directory: Path, bootstrap_servers: str) -> dict[str, Any]:
+    """The dev gateway's configuration; its stores and logs live under ``directory``."""
+    policy_dir = directory / "policies"
+    policy_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(POLICIES / "model.conf", policy_dir / "model.conf")
+    (policy_dir / "policy.csv").write_text(
+        "# dev stack: rules written by kgw tenant / kgw policy\n"
+    )
+    bootstrap_port, base = pick_ports()
+    tenant_bootstrap, tenant_base = pick_ports()
+    config = dev_config(bootstrap_servers, bootstrap_port, base)
+    config["listeners"][0]["principal"] = ADMIN
+    config["listeners"].append(
+        {
+            "name": "tenants", "bind_host": "127.0.0.1", "bootstrap_port": tenant_bootstrap,
+            "broker_port_base": tenant_base, "advertised_host": "127.0.0.1",
+            "max_node_id": config["listeners"][0]["max_node_id"], "authentication": "sasl",
+        }
+    )  # fmt: skip
+    config |= {
+        "sasl": {
+            "mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+            "credential_store": {"file": str(directory / "credentials.json")},
+        },
+        "authorization": {"policy_dir": str(policy_dir), "super_users": [ADMIN]},
+        "quotas": {"store_file": str(directory / "quotas.json"), "plans": PLANS},
+        "accesslog": {"path": str(directory / "access.log")},
+        "audit": {"trail": str(directory / "audit.jsonl")},
+    }
+    return config
 
 
 def up(directory: Path, nodes: int = 3) -> dict[str, Any]:
@@ -27,10 +88,8 @@ def up(directory: Path, nodes: int = 3) -> dict[str, Any]:
     cluster = KafkaCluster(directory / "kafka", nodes=nodes)
     cluster.start()
     cluster.detach()
-    bootstrap_port, base = pick_ports()
-    gateway = GatewayProcess(
-        directory / "gateway", dev_config(cluster.bootstrap_servers, bootstrap_port, base)
-    )
+    config = stack_config(directory, cluster.bootstrap_servers)
+    gateway = GatewayProcess(directory / "gateway", config)
     try:
         gateway.start(expected_brokers=nodes, detach=True)
     except Exception:
@@ -40,7 +99,8 @@ def up(directory: Path, nodes: int = 3) -> dict[str, Any]:
     info: dict[str, Any] = {
         "gateway": {
             "bootstrap": gateway.bootstrap,
-            "broker_port_base": base,
+            "broker_port_base": config["listeners"][0]["broker_port_base"],
+            "tenants_bootstrap": f"127.0.0.1:{config['listeners'][1]['bootstrap_port']}",
             "pid": gateway.pid,
             "config": str(gateway.config_path),
             "log": str(gateway.log_path),
@@ -119,5 +179,64 @@ def demo(directory: Path, records: int = 10_000) -> int:
     consumer.close()
     print(f"consumed {len(values)} distinct records back through the gateway")
     ok = not failures and len(values) == records and not leaked
-    print("demo " + ("PASSED" if ok else f"FAILED (leaked broker addresses: {sorted(leaked)})"))
-    return 0 if ok else 1
+    if leaked:
+        print(f"FAILED: broker addresses leaked to the client: {sorted(leaked)}")
+    tenant_ok = tenant_demo(directory.resolve(), info, topic)
+    print("demo " + ("PASSED" if ok and tenant_ok else "FAILED"))
+    return 0 if ok and tenant_ok else 1
+
+
+def _kgw(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "gateway", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def tenant_demo(directory: Path, info: dict[str, Any], outside_topic: str) -> bool:
+    """Onboard a tenant with ``kgw tenant create``, use its bundle on the SASL listener
+    inside its namespace, be refused outside it, then verify the audit trail."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    config = info["gateway"]["config"]
+    name = f"demo-{uuid.uuid4().hex[:6]}"
+    bundle = directory / "tenants" / name
+    made = _kgw("tenant", "create", name, "--plan", "bronze", "--config", config,
+                "--bundle-dir", str(bundle), "--json")  # fmt: skip
+    if made.returncode != 0:
+        print(f"FAILED: kgw tenant create: {made.stderr.strip()}")
+        return False
+    prefix = json.loads(made.stdout)["prefix"]
+    print(f"tenant {name} (plan bronze, namespace {prefix}*): bundle in {bundle}")
+    conf = json.loads((bundle / "confluent-kafka.json").read_text())
+    print(f"  connects to {conf['bootstrap.servers']} with SASL {conf.get('sasl.mechanism')}")
+    topic = f"{prefix}orders"
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
+    producer = Producer({**conf, "acks": "all"})
+    for i in range(1000):
+        producer.produce(topic, value=f"order-{i}".encode())
+    unsent = producer.flush(30)
+    consumer = Consumer({**conf, "group.id": f"{prefix}readers", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    while len(got) < 1000 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None and message.value() is not None:
+            got.add(message.value())
+    consumer.close()
+    print(f"  produced 1000 records to {topic} ({unsent} unsent), consumed {len(got)} back")
+    refused: list[int] = []
+    outsider = Producer({**conf, "acks": "all", "message.timeout.ms": 10_000})
+    outsider.produce(outside_topic, value=b"x", on_delivery=lambda e, _m: refused.append(
+        e.code() if e is not None else 0))  # fmt: skip
+    outsider.flush(15)
+    denied = refused == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    print(
+        f"  writing to {outside_topic} (outside its namespace): "
+        + ("refused, TOPIC_AUTHORIZATION_FAILED" if denied else f"NOT refused: {refused}")
+    )
+    verified = _kgw("audit", "verify", "--config", config)
+    print(f"  audit trail: {verified.stdout.strip().splitlines()[-1] if verified.stdout else ''}"
+          + ("" if verified.returncode == 0 else f" (exit {verified.returncode})"))  # fmt: skip
+    return unsent == 0 and len(got) == 1000 and denied and verified.returncode == 0

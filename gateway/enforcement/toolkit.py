@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from ..protocol.errors import error_response
 from .mirror import list_item_type, mirror
-from .verdict import PASS, Verdict
+from .verdict import PASS, Deferred, Verdict
 
 TOPIC_DENIED = ErrorCode.topic_authorization_failed  # 29
 GROUP_DENIED = ErrorCode.group_authorization_failed  # 30
@@ -56,12 +56,14 @@ def split(
     allowed: Callable[[Any], bool],
     code: Code,
     entries: list[Any] | None = None,
+    message: Callable[[Any], str | None] | None = None,
 ) -> Verdict:
     """Forward the allowed entries of ``request_field``; answer the rest with ``code``.
 
     ``entries`` overrides the request's own list (for APIs listing bare strings,
     wrapped with ``named``); the forwarded request then carries the original
-    values of the allowed entries.
+    values of the allowed entries. ``message`` gives a refused entry's
+    ``error_message`` where the response has one.
     """
     originals = list(getattr(request, request_field) or ())
     wrapped = entries if entries is not None else originals
@@ -72,7 +74,7 @@ def split(
     if not refused:
         return PASS
     item_cls = list_item_type(response_cls, response_field)
-    denied = tuple(mirror(item_cls, entry, _code(code, entry)) for _, entry in refused)
+    denied = tuple(_refusal(item_cls, entry, _code(code, entry), message) for _, entry in refused)
     if not keep:
         return Verdict(local=respond_only(response_cls, response_field, denied), denied=len(denied))
     forward = dataclasses.replace(request, **{request_field: tuple(o for o, _ in keep)})
@@ -85,6 +87,15 @@ def split(
     return Verdict(forward=forward, rewritten=True, merge=merge, denied=len(denied))
 
 
+def _refusal(
+    item_cls: type[Any], entry: Any, code: ErrorCode, message: Callable[[Any], str | None] | None
+) -> Any:
+    refused = mirror(item_cls, entry, code)
+    if message is None or not any(f.name == "error_message" for f in dataclasses.fields(item_cls)):
+        return refused
+    return dataclasses.replace(refused, error_message=message(entry))
+
+
 def filter_response(field: str, visible: Callable[[Any], bool]) -> Verdict:
     """Forward as is; drop the response entries the principal may not see."""
 
@@ -93,3 +104,36 @@ def filter_response(field: str, visible: Callable[[Any], bool]) -> Verdict:
         return dataclasses.replace(response, **{field: kept})
 
     return Verdict(forward=True, merge=merge)
+
+
+def chain(outer: Verdict, inner: Verdict) -> Verdict:
+    """``inner`` decided about what ``outer`` forwards: one verdict doing both.
+
+    ``outer`` forwards (its ``merge`` adds the entries it refused); ``inner`` may
+    refuse more entries, answer the rest locally, or defer its decision."""
+    if inner.defer is not None:
+        deferred = inner.defer
+
+        def finish(outcome: Any) -> Verdict:
+            return chain(outer, deferred.finish(outcome))
+
+        return dataclasses.replace(inner, defer=Deferred(deferred.name, deferred.run, finish))
+    denied = outer.denied + inner.denied
+    if inner.local is not None:
+        local = inner.local if outer.merge is None else outer.merge(inner.local)
+        return Verdict(local=local, denied=denied)
+    if not inner.rewritten and inner.merge is None:
+        return outer if not inner.denied else dataclasses.replace(outer, denied=denied)
+    merge = _compose(outer.merge, inner.merge)
+    forward = inner.forward if inner.rewritten else outer.forward
+    rewritten = inner.rewritten or outer.rewritten
+    return Verdict(forward=forward, rewritten=rewritten, merge=merge, denied=denied)
+
+
+def _compose(outer: Callable[[Any], Any] | None, inner: Callable[[Any], Any] | None) -> Any:
+    if outer is None:
+        return inner
+    if inner is None:
+        return outer
+    first, then = inner, outer
+    return lambda response: then(first(response))

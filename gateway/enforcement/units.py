@@ -94,6 +94,8 @@ def metadata(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if topics is None:  # all topics: silently leave out what may not be described
         return _metadata_filter(visible)
     verdict = split(request, rc, "topics", "topics", visible, TOPIC_DENIED)
+    if verdict.local is not None and topics:
+        return _metadata_none_visible(request, verdict.local.topics)
     creating = getattr(request, "allow_auto_topic_creation", False)
     if creating and not all(
         check(R.CLUSTER, CLUSTER_NAME, Op.CREATE) or check(R.TOPIC, t.name or "", Op.CREATE)
@@ -108,6 +110,21 @@ def metadata(request: Any, check: Check, rc: type[Any]) -> Verdict:
             rewritten=True,
         )
     return verdict
+
+
+def _metadata_none_visible(request: Any, denied: tuple[Any, ...]) -> Verdict:
+    """Every named topic denied: still ask for the brokers and the cluster (clients need
+    them to go on), naming no topic, and answer the topics with 29. An empty list means
+    "no topics" from v1; v0 reads it as "all", so whatever comes back is dropped."""
+
+    def merge(response: Any) -> Any:
+        return dataclasses.replace(response, topics=denied)
+
+    changes: dict[str, Any] = {"topics": ()}
+    if hasattr(request, "allow_auto_topic_creation"):  # v4 and later
+        changes["allow_auto_topic_creation"] = False
+    forward = dataclasses.replace(request, **changes)
+    return Verdict(forward=forward, rewritten=True, merge=merge, denied=len(denied))
 
 
 def _metadata_filter(visible: Callable[[Any], bool]) -> Verdict:

@@ -30,7 +30,7 @@ from .licence import TenantUsage, tenant_usage
 from .model import ConnectionLimits, Limit, Plan, QuotaKind, QuotaSettings, Resolver, Subject
 from .redis_sync import SharedBuckets, Take
 from .settings import QuotaConfig
-from .store import QuotaStore, open_store
+from .store import QuotaStore, StoreError, open_store
 
 log = logging.getLogger("kgw.quotas")
 Clock = Callable[[], float]
@@ -266,11 +266,17 @@ class QuotaEngine:
     async def alter_client_quotas(
         self, entries: Sequence[AlterEntry], actor: str, validate_only: bool = False
     ) -> list[tuple[Entity, int, str | None]]:
-        """Change the store (in a worker thread; hooks run there) and reload at once."""
+        """Change the store (in a worker thread; hooks run there) and reload at once, so a
+        Describe right after on this instance sees the change."""
         results = await asyncio.to_thread(
             alter_client_quotas, self.store, entries, actor, validate_only
         )
-        self.settings_changed()
+        if validate_only or not any(code == 0 for _, code, _ in results):
+            return results
+        try:
+            self.apply_settings(await asyncio.to_thread(self.store.load))
+        except StoreError:  # the background task reloads once the store answers again
+            self.settings_changed()
         return results
 
     # -- health ------------------------------------------------------------------

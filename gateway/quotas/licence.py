@@ -179,8 +179,13 @@ def _create_partitions(plan: Plan, usage: TenantUsage, request: CreatePartitions
     if not usage.owns(request.topic):
         return _outside(plan, usage, request.topic)
     current = usage.topics.get(request.topic)
-    if current is None or request.total <= current:
-        return ALLOWED  # unknown topic, or not an increase: the broker answers
+    if current is None:  # not in the view (yet): only what needs no count is checked
+        most = plan.config.max_partitions_per_topic
+        if most is not None and request.total > most:
+            return _partitions(plan, usage, request.topic, request.total, 0)
+        return ALLOWED
+    if request.total <= current:
+        return ALLOWED  # not an increase: the broker answers
     return _partitions(plan, usage, request.topic, request.total, request.total - current)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -24,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..fileutil import write_atomically
+from ..fileutil import exclusive_lock, write_atomically
 from .model import InvalidQuotaError, QuotaSettings, Target, check_values
 from .settings import PlanConfig, QuotaConfig
 
@@ -202,15 +201,8 @@ class FileQuotaStore(QuotaStore):
                 _write_atomically(self.path, text)
             return before, after
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.parent / f".{self.path.name}.lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return exclusive_lock(self.path.parent / f".{self.path.name}.lock")
 
 
 class RedisQuotaStore(QuotaStore):

@@ -1,0 +1,91 @@
+"""The quota side of one connection's admin requests, after authorization.
+
+``QuotaAdmin.decide`` takes the authorization verdict (``PASS`` without
+authorization) and adds what quotas decide: Kafka's ClientQuotas APIs answered
+from the gateway's store (``client_quotas``), and plan licence limits on
+CreateTopics, CreatePartitions and retention changes (``licence``). No I/O: work
+that needs any comes back as a ``Deferred`` for the network layer to run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..quotas.model import Plan, QuotaKind, Subject
+from . import client_quotas, licence
+from .client_quotas import CLIENT_QUOTA_APIS
+from .licence import LICENCE_APIS, Licence, Note, TopicSource
+from .toolkit import chain
+from .verdict import Verdict
+
+if TYPE_CHECKING:
+    from ..identity import ClientIdentity
+    from ..quotas.engine import QuotaEngine
+
+
+class QuotaAdmin:
+    """Binds the quota engine and the cluster's topic list to one connection's identity."""
+
+    __slots__ = ("engine", "identity", "note", "topics")
+    api_keys = CLIENT_QUOTA_APIS | LICENCE_APIS
+
+    def __init__(
+        self,
+        engine: QuotaEngine,
+        identity: ClientIdentity,
+        topics: TopicSource,
+        note: Note | None = None,
+    ) -> None:
+        self.engine = engine
+        self.identity = identity
+        self.topics = topics  # the cluster's topic list, read when a licence counts topics
+        self.note = note  # creations the brokers confirmed, before their metadata shows them
+
+    def decide(self, key: int, request: Any, rc: type[Any], verdict: Verdict) -> Verdict:
+        if verdict.forward is None or verdict.close is not None:
+            return verdict  # refused or answered already
+        if key in CLIENT_QUOTA_APIS:
+            if key == client_quotas.DESCRIBE_CLIENT_QUOTAS:
+                return client_quotas.describe(request, rc, self.engine)
+            return client_quotas.alter(request, rc, self.engine, self.identity.principal)
+        context = self.licence()
+        if context is None:
+            return verdict
+        base = verdict.forward if verdict.rewritten else request
+        return chain(verdict, licence.decide(key, base, rc, context, self.topics, self.note))
+
+    def licence(self) -> Licence | None:
+        """The connection's licence context; None without a tenant or a plan."""
+        identity = self.identity
+        tenant = identity.tenant
+        if tenant is None:
+            return None
+        plan = self.engine.plan_for(tenant)
+        if plan is None or not _licensing(plan):
+            return None
+        subject = Subject(identity.principal, identity.api_key_id, tenant, identity.host)
+        engine = self.engine
+
+        def charge(partitions: int) -> None:
+            engine.charge(subject, QuotaKind.MUTATIONS, partitions)
+
+        return Licence(
+            tenant=tenant,
+            plan=plan,
+            prefix_format=engine.cfg.topic_prefix,
+            mutation_throttle_ms=engine.throttle_for(subject, QuotaKind.MUTATIONS),
+            charge_mutations=charge,
+            principal=identity.principal,
+        )
+
+
+def _licensing(plan: Plan) -> bool:
+    """Does the plan limit what its tenants create (a licence limit or a mutation rate)?"""
+    limits = plan.config
+    hard = (
+        limits.max_topics,
+        limits.max_partitions_per_topic,
+        limits.max_total_partitions,
+        limits.max_retention_ms,
+    )
+    return any(limit is not None for limit in hard) or QuotaKind.MUTATIONS.value in limits.values()

@@ -1,0 +1,439 @@
+"""Creating, suspending, resuming and deleting a tenant, through the existing stores.
+
+Every change goes through the store that owns it (policies: ``PolicyStore``;
+plan: ``QuotaStore``; API keys: ``CredentialStore``; certificates: the CA;
+tenant records: ``TenantStore``), names its ``actor`` and so reaches each store's
+hooks (the audit trail). ``create`` is all or nothing: each step registers how to
+undo it and a failure undoes the steps already done, in reverse, before the error
+is raised. Secrets are returned to the caller and written into the bundle; they
+are never logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..authz.model import AclFilter, PatternFilter
+from ..authz.store import PolicyError, PolicyStore
+from ..config import GatewayConfig, ListenerConfig
+from ..credentials import CredentialStore
+from ..quotas.store import QuotaStore
+from . import bundle
+from .model import (
+    Tenant,
+    TenantError,
+    TenantState,
+    check_name,
+    namespace,
+    namespace_rules,
+    overlapping,
+    principal_for,
+    role_filter,
+    role_for,
+)
+from .store import TenantStore
+
+log = logging.getLogger("kgw.tenants")
+Undo = Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Stores:
+    """The stores one gateway configuration names (opened by the caller)."""
+
+    config: GatewayConfig
+    credentials: CredentialStore
+    tenants: TenantStore
+    policies: PolicyStore
+    quotas: QuotaStore
+    notify: Callable[[], None] = lambda: None  # tell gateways the policy changed
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateRequest:
+    ca_dir: Path
+    ca_password: bytes | None = None
+    days: int = 397
+
+
+@dataclass(slots=True)
+class Created:
+    tenant: Tenant
+    key_id: str
+    secret: str
+    bundle_dir: Path | None
+    files: list[Path] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Deleted:
+    tenant: Tenant
+    revoked_keys: list[str]
+    removed_scram: list[str]
+    removed_rules: int
+    removed_members: int
+    certificates_revoked: list[str]
+    topics_kept: list[str]
+    topics_deleted: list[str]
+    topics_failed: dict[str, str]
+
+
+def topic_prefix_format(config: GatewayConfig) -> str:
+    return config.quotas.topic_prefix if config.quotas is not None else "{tenant}."
+
+
+def sasl_listener(config: GatewayConfig, name: str | None) -> ListenerConfig:
+    """The listener the tenant connects to: ``name``, else the first with SASL."""
+    candidates = [lst for lst in config.listeners if lst.authentication == "sasl"]
+    if name is not None:
+        candidates = [lst for lst in candidates if lst.name == name]
+        if not candidates:
+            raise TenantError(f"no SASL listener named {name!r} in the configuration")
+    if not candidates:
+        raise TenantError("the configuration has no SASL listener: tenants connect with API keys")
+    return candidates[0]
+
+
+def bootstrap_of(listener: ListenerConfig) -> str:
+    host = listener.advertised_host
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{listener.public_bootstrap_port}"
+
+
+def _check_bundle_dir(bundle_dir: Path | None) -> None:
+    if bundle_dir is not None and bundle_dir.exists() and any(bundle_dir.iterdir()):
+        raise TenantError(f"{bundle_dir} exists and is not empty; choose a new bundle directory")
+
+
+def known_plans(stores: Stores) -> set[str]:
+    configured = set(stores.config.quotas.plans) if stores.config.quotas is not None else set()
+    return configured | set(stores.quotas.load().plans)
+
+
+class _Steps:
+    """Undo actions of the steps done so far; ``rollback`` runs them newest first."""
+
+    def __init__(self) -> None:
+        self.undo: list[tuple[str, Undo]] = []
+
+    def done(self, what: str, undo: Undo) -> None:
+        self.undo.append((what, undo))
+
+    async def rollback(self) -> list[str]:
+        failed = []
+        for what, undo in reversed(self.undo):
+            try:
+                await undo()
+            except Exception as exc:  # keep undoing the rest
+                log.error(
+                    "tenant rollback step failed: %s",
+                    what,
+                    extra={"event": "tenant_rollback_failed", "reason": type(exc).__name__},
+                )
+                failed.append(what)
+        return failed
+
+
+async def create(
+    stores: Stores,
+    name: str,
+    plan: str,
+    *,
+    actor: str,
+    bundle_dir: Path | None,
+    listener: str | None = None,
+    server_ca: Path | None = None,
+    certificate: CertificateRequest | None = None,
+) -> Created:
+    config = stores.config
+    prefix_format = topic_prefix_format(config)
+    check_name(name, prefix_format)
+    if config.quotas is None:
+        raise TenantError("the configuration has no quotas section: a plan cannot be assigned")
+    if config.authorization is None:
+        raise TenantError(
+            "the configuration has no authorization section: nothing would confine "
+            "the tenant to its namespace"
+        )
+    chosen = sasl_listener(config, listener)
+    if plan not in known_plans(stores):
+        raise TenantError(f"no plan {plan!r} (configured or in the quota store)")
+    if certificate is not None and chosen.tls is None:
+        raise TenantError(f"listener {chosen.name!r} has no TLS: a client certificate needs mTLS")
+    _check_bundle_dir(bundle_dir)
+    prefix = namespace(name, prefix_format)
+    existing = await stores.tenants.all()
+    current = existing.get(name)
+    if current is not None and current.state != "deleted":
+        raise TenantError(f"tenant {name!r} exists ({current.state}); nothing was changed")
+    live = {n: t.prefix for n, t in existing.items() if n != name and t.state != "deleted"}
+    clash = overlapping(prefix, live)
+    if clash is not None:
+        raise TenantError(f"namespace {prefix!r} overlaps tenant {clash!r}'s ({live[clash]!r})")
+
+    steps = _Steps()
+    try:
+        return await _create_steps(
+            stores, steps, name, plan, prefix, actor, chosen, bundle_dir, server_ca, certificate
+        )
+    except BaseException as exc:
+        failed = await steps.rollback()
+        if failed:
+            left = ", ".join(failed)
+            raise TenantError(f"creating {name!r} failed ({exc}); could not undo: {left}") from exc
+        if isinstance(exc, TenantError):
+            raise
+        if isinstance(exc, Exception):
+            raise TenantError(f"creating {name!r} failed and was undone: {exc}") from exc
+        raise
+
+
+async def _create_steps(
+    stores: Stores,
+    steps: _Steps,
+    name: str,
+    plan: str,
+    prefix: str,
+    actor: str,
+    listener: ListenerConfig,
+    bundle_dir: Path | None,
+    server_ca: Path | None,
+    certificate: CertificateRequest | None,
+) -> Created:
+    role, principal = role_for(name), principal_for(name)
+    added = stores.policies.add(namespace_rules(name, prefix), actor)
+
+    async def drop_rules() -> None:
+        for rule in added:
+            stores.policies.remove(
+                AclFilter(
+                    rule.principal, rule.resource_type, PatternFilter(int(rule.pattern_type)),
+                    rule.name, rule.operation, rule.host, rule.permission,
+                ),
+                actor,
+            )  # fmt: skip
+        stores.notify()
+
+    steps.done("policy rules", drop_rules)
+    if stores.policies.add_role_member(principal, role, actor):
+
+        async def drop_member() -> None:
+            stores.policies.remove_role_member(principal, role, actor)
+            stores.notify()
+
+        steps.done("role membership", drop_member)
+    stores.notify()
+
+    previous = stores.quotas.load().assignments.get(name)
+    stores.quotas.assign(name, plan, actor)
+
+    async def unassign() -> None:
+        stores.quotas.assign(name, previous, actor)
+
+    steps.done("plan assignment", unassign)
+
+    key, secret = await stores.credentials.create_api_key(
+        principal=principal, tenant=name, actor=actor, description=f"tenant {name} (kgw tenant)"
+    )
+
+    async def revoke() -> None:
+        await stores.credentials.revoke_api_key(key.key_id, actor=actor)
+
+    steps.done("API key", revoke)
+
+    files: dict[str, str] = {}
+    binary: dict[str, bytes] = {}
+    cert_names: tuple[str, ...] = ()
+    client_cert: bundle.ClientCertificate | None = None
+    if certificate is not None:
+        client_cert, binary, cert_name = _issue_certificate(certificate, name, principal)
+
+        async def revoke_cert() -> None:
+            from ..tls.ca import CertificateAuthority
+
+            ca = CertificateAuthority(certificate.ca_dir, certificate.ca_password)
+            ca.revoke(cert_name, "cessation_of_operation")
+
+        steps.done("client certificate", revoke_cert)
+        cert_names = (cert_name,)
+    ca_name = None
+    if server_ca is not None and listener.tls is not None:
+        ca_name = "gateway-ca.pem"
+        binary[ca_name] = _read(server_ca)
+    spec = bundle.BundleSpec(
+        tenant=name, plan=plan, prefix=prefix, bootstrap=bootstrap_of(listener),
+        tls=listener.tls is not None, key_id=key.key_id, secret=secret, server_ca=ca_name,
+        certificate=client_cert,
+    )  # fmt: skip
+    files = bundle.render(spec)
+    written: list[Path] = []
+    if bundle_dir is not None:
+        existed = _exists(bundle_dir)
+
+        async def remove_bundle() -> None:
+            if existed:
+                for path in written:
+                    path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(bundle_dir, ignore_errors=True)
+
+        steps.done("bundle directory", remove_bundle)
+        written = bundle.write(bundle_dir, files)
+        written += _write_binary(bundle_dir, binary)
+
+    tenant = Tenant(
+        name=name, plan=plan, prefix=prefix, api_keys=(key.key_id,), certificates=cert_names
+    )
+    await stores.tenants.put(tenant, actor=actor, action="tenant.create")
+    return Created(tenant, key.key_id, secret, bundle_dir, written)
+
+
+def _issue_certificate(
+    request: CertificateRequest, name: str, principal: str
+) -> tuple[bundle.ClientCertificate, dict[str, bytes], str]:
+    """Issue a client certificate (CN = the principal's name) and its PKCS#12 export."""
+    import tempfile
+
+    from ..tls.ca import CaError, CertificateAuthority, parse_subject
+
+    try:
+        ca = CertificateAuthority(request.ca_dir, request.ca_password)
+        cert_name = f"tenant-{name}-{secrets.token_hex(3)}"
+        user = principal.partition(":")[2]
+        entry = ca.issue(cert_name, "client", parse_subject(f"CN={user}"), days=request.days)
+        password = secrets.token_urlsafe(18)
+        with tempfile.TemporaryDirectory() as tmp:
+            p12 = ca.export_pkcs12(cert_name, Path(tmp) / "client.p12", password.encode())
+            p12_bytes = p12.read_bytes()
+    except CaError as exc:
+        raise TenantError(f"client certificate: {exc}") from None
+    assert entry.key is not None
+    binary = {
+        "client.p12": p12_bytes,
+        "client.pem": (request.ca_dir / entry.cert).read_bytes(),
+        "client.key": (request.ca_dir / entry.key).read_bytes(),
+    }
+    cert = bundle.ClientCertificate("client.p12", password, "client.pem", "client.key")
+    return cert, binary, cert_name
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise TenantError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+def _write_binary(directory: Path, files: dict[str, bytes]) -> list[Path]:
+    import os
+
+    written = []
+    for file_name, data in files.items():
+        path = directory / file_name
+        mode = 0o644 if file_name.endswith("ca.pem") else 0o600
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        written.append(path)
+    return written
+
+
+async def set_state(stores: Stores, name: str, state: TenantState, *, actor: str) -> Tenant:
+    """Suspend or resume (idempotent); gateways act on it within a second."""
+    tenant = await stores.tenants.get(name)
+    if tenant is None:
+        raise TenantError(f"no tenant {name!r}")
+    if tenant.state == "deleted":
+        raise TenantError(f"tenant {name!r} is deleted; create it again instead")
+    if tenant.state == state:
+        return tenant
+    changed = tenant.with_state(state)
+    action = "tenant.suspend" if state == "suspended" else "tenant.resume"
+    await stores.tenants.put(changed, actor=actor, action=action)
+    return changed
+
+
+async def delete(
+    stores: Stores,
+    name: str,
+    *,
+    actor: str,
+    delete_data: bool,
+    ca_dir: Path | None = None,
+    ca_password: bytes | None = None,
+) -> Deleted:
+    """Block the tenant, revoke its credentials, remove its grants and plan; data on request.
+
+    The record stays with state ``deleted`` (gateways keep refusing and closing its
+    connections; ``create`` may reuse the name).
+    """
+    from .cluster import delete_topics, tenant_topics
+
+    tenant = await stores.tenants.get(name)
+    if tenant is None:
+        raise TenantError(f"no tenant {name!r}")
+    blocked = tenant.with_state("deleted")
+    await stores.tenants.put(blocked, actor=actor, action="tenant.delete")
+    revoked = []
+    for key in await stores.credentials.list_api_keys():
+        if key.tenant == name and key.state != "revoked":
+            await stores.credentials.revoke_api_key(key.key_id, actor=actor)
+            revoked.append(key.key_id)
+    removed_scram = []
+    for credential in await stores.credentials.list_scram():
+        if credential.tenant == name:
+            await stores.credentials.remove_scram(
+                credential.user, (credential.mechanism,), actor=actor
+            )
+            removed_scram.append(f"{credential.mechanism}:{credential.user}")
+    try:
+        rules = stores.policies.remove(role_filter(name), actor)
+        role = role_for(name)
+        members = [m for m in stores.policies.memberships() if role in (m.role, m.member)]
+        for membership in members:
+            stores.policies.remove_role_member(membership.member, membership.role, actor)
+    except PolicyError as exc:
+        raise TenantError(f"removing {name!r}'s policies failed: {exc}") from None
+    stores.notify()
+    stores.quotas.assign(name, None, actor)
+    certs = _revoke_certificates(tenant, ca_dir, ca_password)
+    topics = await tenant_topics(stores.config, tenant.prefix)
+    deleted: list[str] = []
+    failed: dict[str, str] = {}
+    if delete_data:
+        for topic, error in (await delete_topics(stores.config, topics)).items():
+            if error is None:
+                deleted.append(topic)
+            else:
+                failed[topic] = error
+    kept = [t for t in topics if t not in deleted]
+    return Deleted(
+        blocked, revoked, removed_scram, len(rules), len(members), certs, kept, deleted, failed
+    )
+
+
+def _revoke_certificates(
+    tenant: Tenant, ca_dir: Path | None, ca_password: bytes | None
+) -> list[str]:
+    if not tenant.certificates or ca_dir is None:
+        return []
+    from ..tls.ca import CaError, CertificateAuthority
+
+    revoked = []
+    ca = CertificateAuthority(ca_dir, ca_password)
+    for cert_name in tenant.certificates:
+        with contextlib.suppress(CaError):
+            ca.revoke(cert_name, "cessation_of_operation")
+            revoked.append(cert_name)
+    return revoked
