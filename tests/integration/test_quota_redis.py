@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import re
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.alter_client_quotas.v1.request import EntityData as AlterEntityData
+from kio.schema.alter_client_quotas.v1.request import EntryData as AlterEntry
+from kio.schema.alter_client_quotas.v1.request import OpData as AlterOp
+from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import MetadataResponse
 
 from gateway.cli import main
 from gateway.quotas import (
@@ -34,7 +47,9 @@ from gateway.quotas import (
 from gateway.quotas.bucket import GlobalBucket
 from gateway.quotas.redis_sync import SharedBuckets, Take
 
-from ..redis_server import RedisServer
+from ..conftest import GatewayFactory
+from ..redis_server import RedisServer, free_port
+from .rawkafka import RawConnection
 
 pytestmark = pytest.mark.integration
 
@@ -266,3 +281,141 @@ async def test_the_script_does_what_its_python_model_does(redis_server: RedisSer
     finally:
         admin.close()
         await shared.close()
+
+
+# -- a real gateway, a real producer, Redis SIGKILLed and restarted ----------------------------
+
+
+def _metric(port: int, name: str) -> float | None:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    return float(match[1]) if match else None
+
+
+def _wait_metric(port: int, name: str, value: float, within_s: float = 20.0) -> float:
+    """Seconds until ``name`` reads ``value`` (fails after ``within_s``)."""
+    started = time.monotonic()
+    while (seen := _metric(port, name)) != value:
+        if time.monotonic() - started > within_s:
+            raise AssertionError(f"{name} stayed {seen}, expected {value}")
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+async def _alter_through(gateway: str) -> tuple[float, Any, Any]:
+    """AlterClientQuotas then Metadata on one connection: (seconds, both responses)."""
+    conn = await RawConnection.open(gateway)
+    try:
+        started = time.monotonic()
+        entry = AlterEntry(
+            entity=(AlterEntityData(entity_type="user", entity_name="during-outage"),),
+            ops=(AlterOp(key="producer_byte_rate", value=1000.0, remove=False),),
+        )
+        altered = await conn.request(
+            AlterClientQuotasRequest(entries=(entry,), validate_only=False),
+            AlterClientQuotasResponse,
+        )
+        metadata = await conn.request(
+            MetadataRequest(
+                topics=None, allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            MetadataResponse,
+        )  # fmt: skip
+        return time.monotonic() - started, altered, metadata
+    finally:
+        conn.close()
+
+
+def test_redis_sigkilled_under_a_real_producer(
+    redis_server: RedisServer, gateway_factory: GatewayFactory, topic: str
+) -> None:
+    metrics_port = free_port()
+    prefix = f"kgw:e2e:{uuid.uuid4().hex[:8]}:"
+    gateway = gateway_factory(
+        metrics={"port": metrics_port},
+        quotas={
+            "redis_url": redis_server.url, "key_prefix": prefix, "on_redis_failure": "open",
+            "redis_timeout_s": 0.5, "reconnect_max_s": 1.0, "max_throttle_ms": 1000,
+            "default_plan": "metered",
+            "plans": {"metered": {"produce_bytes": 2_000_000, "produce_bytes_burst": 1_000_000}},
+        },
+    )  # fmt: skip
+    _wait_metric(metrics_port, "kgw_quota_redis_up", 1.0)
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    acked: list[tuple[float, int]] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({
+            "bootstrap.servers": gateway.bootstrap, "acks": "all", "linger.ms": 5,
+            "enable.idempotence": True, "message.timeout.ms": 60000,
+        })  # fmt: skip
+
+        def delivered(err: Any, message: Any) -> None:
+            if err is None:
+                acked.append((time.monotonic(), int(message.value()[:8])))
+            else:
+                failed.append(str(err))
+
+        number = 0
+        while not stop.is_set():
+            producer.produce(topic, value=b"%08d" % number + b"x" * 992, on_delivery=delivered)
+            number += 1
+            producer.poll(0.002)
+        assert producer.flush(60) == 0
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    time.sleep(3.0)
+    redis_server.kill()  # SIGKILL: no goodbye
+    killed = time.monotonic()
+    noticed_s = _wait_metric(metrics_port, "kgw_quota_degraded", 1.0)
+    assert _metric(metrics_port, "kgw_quota_redis_up") == 0.0
+    # A quota change while the store is gone: a clear error for the entry, quickly, and the
+    # connection goes on serving.
+    took, altered, metadata = asyncio.run(_alter_through(gateway.bootstrap))
+    ((entry),) = altered.entries
+    assert int(entry.error_code) == -1 and "unavailable" in (entry.error_message or ""), entry
+    assert took < 10.0 and len(metadata.brokers) == 3
+    time.sleep(3.0)
+    assert (_metric(metrics_port, "kgw_quota_buckets_local") or 0) > 0  # failing open: local
+    redis_server.start()  # same port, same append-only file
+    restarted = time.monotonic()
+    recovered_s = _wait_metric(metrics_port, "kgw_quota_redis_up", 1.0)
+    assert _metric(metrics_port, "kgw_quota_degraded") == 0.0
+    time.sleep(2.0)
+    stop.set()
+    thread.join(90)
+    assert not thread.is_alive() and not failed, failed[:3]
+    assert gateway.proc is not None and gateway.proc.poll() is None  # no crash
+
+    # Records kept flowing during the outage (fail open: nothing stalled) and after it.
+    during = [n for t, n in acked if killed + noticed_s < t < restarted]
+    after = [n for t, n in acked if t > restarted + recovered_s]
+    print(
+        f"acked {len(acked)} records; {len(during)} while Redis was down, {len(after)} after; "
+        f"outage noticed in {noticed_s:.2f}s, reconnected {recovered_s:.2f}s after the restart"
+    )
+    assert len(during) > 100 and len(after) > 100
+    # No acknowledged record was lost: every one is in the topic.
+    consumer = Consumer({
+        "bootstrap.servers": gateway.bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })  # fmt: skip
+    consumer.subscribe([topic])
+    wanted = {n for _, n in acked}
+    seen: set[int] = set()
+    deadline = time.monotonic() + 90
+    while not wanted <= seen and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            if message.error() is None:
+                seen.add(int(message.value()[:8]))
+    consumer.close()
+    assert wanted <= seen, f"{len(wanted - seen)} acknowledged records missing"
+    events = [e["event"] for e in (json.loads(line) for line in gateway.log_records())
+              if e.get("logger") == "kgw.quotas"]  # fmt: skip
+    assert events.count("quota_redis_down") == 1 and events.count("quota_redis_up") == 2
+    assert "quota_change_failed" in events

@@ -1,15 +1,25 @@
-"""Produce quotas through three gateway instances sharing one Redis, with a real producer."""
+"""Produce quotas through three gateway instances sharing one Redis, with a real producer;
+a fetch quota slowing one tenant's consumer while another tenant's is unaffected."""
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from gateway.devstack.gateway_proc import pick_ports
+from gateway.devstack.kafka_cluster import KafkaCluster
+from gateway.quotas import Target
+from gateway.quotas.store import FileQuotaStore
 
 from ..conftest import GatewayFactory
 from ..redis_server import RedisServer
@@ -97,3 +107,154 @@ def test_three_gateways_hold_one_produce_quota(
         if b.get("throttle", {}).get("max", 0) > 0
     ]  # fmt: skip
     assert throttled, "throttle_time_ms never reached the client's statistics"
+
+
+# -- fetch quota: one tenant slowed, the other unaffected --------------------------------------
+
+FETCH_RATE = 1_000_000  # fetch bytes/s of the greedy principal
+FETCH_BURST = 1_000_000
+GREEDY_S = 16.0
+WINDOWS = 4  # fairness: pairs of windows, the greedy consumer off then on
+WINDOW_S = 4.0
+VALUE = 10_000  # bytes per record: batch overhead stays under 1 %
+
+
+def _listener(name: str, principal: str) -> dict[str, object]:
+    bootstrap, base = pick_ports()
+    return {
+        "name": name, "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
+        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
+        "principal": principal,
+    }  # fmt: skip
+
+
+def _fill(bootstrap: str, topic: str, partitions: int, total_bytes: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20, "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": 262144, "compression.type": "none",
+    })  # fmt: skip
+    value = os.urandom(VALUE)
+    for i in range(total_bytes // VALUE):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def _consumer(bootstrap: str, topic: str, partitions: int, **extra: object) -> Consumer:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "queued.max.messages.kbytes": 1024, **extra,
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    return consumer
+
+
+def _read_for(consumer: Consumer, topic: str, partitions: int, seconds: float) -> int:
+    """Value bytes read in ``seconds``; when nothing more comes (the log is read to its end),
+    again from the beginning. (Partition-EOF bookkeeping misses an end now and then.)"""
+    total = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        got = sum(len(m.value()) for m in consumer.consume(500, 0.2) if m.error() is None)
+        total += got
+        if not got:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    return total
+
+
+def test_a_consumer_over_its_fetch_quota_is_slowed_and_another_tenant_is_not(
+    gateway_factory: GatewayFactory, kafka_cluster: KafkaCluster, topic: str, tmp_path: Path
+) -> None:
+    store = FileQuotaStore(tmp_path / "quotas.json")
+    greedy_quota = {"fetch_bytes": FETCH_RATE, "fetch_bytes_burst": FETCH_BURST}
+    store.set_values(Target.parse("principal:User:greedy"), greedy_quota, "test")
+    greedy_listener = _listener("greedy", "User:greedy")
+    other_listener = _listener("other", "User:other")
+    gateway_factory(
+        listeners=[greedy_listener, other_listener],
+        quotas={"store_file": str(store.path), "max_throttle_ms": 5000},
+    )
+    greedy_at = f"127.0.0.1:{greedy_listener['bootstrap_port']}"
+    other_at = f"127.0.0.1:{other_listener['bootstrap_port']}"
+    direct = kafka_cluster.bootstrap_servers
+    greedy_s = GREEDY_S + WINDOWS * (WINDOW_S + 1) + 10  # never read to its end
+    _fill(direct, f"{topic}-greedy", 1, int(FETCH_BURST + FETCH_RATE * greedy_s * 1.5))
+    _fill(direct, f"{topic}-other", 3, 60_000_000)
+
+    other = _consumer(other_at, f"{topic}-other", 3)
+    _read_for(other, f"{topic}-other", 3, 5.0)  # connections, metadata, warm caches
+
+    # The greedy consumer asks for far more than its quota, continuously for GREEDY_S;
+    # then, for the fairness windows, only while ``greedy_on`` is set (when it is not,
+    # it stops polling and its client stops fetching once its small queue is full).
+    stats: list[dict[str, Any]] = []
+    timeline: list[tuple[float, int]] = []
+    greedy_on, finished = threading.Event(), threading.Event()
+    greedy_on.set()
+
+    def greedy() -> None:
+        consumer = _consumer(
+            greedy_at, f"{topic}-greedy", 1,
+            **{"max.partition.fetch.bytes": 262144,
+               "statistics.interval.ms": 1000, "stats_cb": lambda s: stats.append(json.loads(s))},
+        )  # fmt: skip
+        total, started = 0, time.monotonic()
+        timeline.append((started, 0))
+        while (now := time.monotonic()) < started + GREEDY_S:
+            for message in consumer.consume(500, 0.2):
+                if message.error() is None:
+                    total += len(message.value())
+            timeline.append((now, total))
+        timeline.append((time.monotonic(), total))
+        while not finished.is_set():
+            if greedy_on.wait(0.1):
+                consumer.consume(500, 0.2)
+        consumer.close()
+
+    thread = threading.Thread(target=greedy, daemon=True)
+    thread.start()
+    time.sleep(GREEDY_S + 1.0)
+
+    # Fairness: the other tenant's rate in alternating windows with the greedy consumer
+    # on and off, so that drift in the machine's load falls on both sides alike.
+    alone = together = 0
+    for _ in range(WINDOWS):
+        greedy_on.clear()
+        time.sleep(1.0)
+        alone += _read_for(other, f"{topic}-other", 3, WINDOW_S)
+        greedy_on.set()
+        time.sleep(1.0)
+        together += _read_for(other, f"{topic}-other", 3, WINDOW_S)
+    finished.set()
+    thread.join(30)
+    other.close()
+
+    started, _ = timeline[0]
+    elapsed = timeline[-1][0] - started
+    greedy_total = timeline[-1][1]
+    allowed = FETCH_BURST + FETCH_RATE * elapsed
+    span = WINDOWS * WINDOW_S
+    after_burst = [(t, b) for t, b in timeline if t - started >= 4.0]
+    (t0, b0), (t1, b1) = after_burst[0], after_burst[-1]
+    steady = (b1 - b0) / (t1 - t0)
+    print(
+        f"greedy: {greedy_total} bytes in {elapsed:.1f}s, quota allows {allowed:.0f} "
+        f"(ratio {greedy_total / allowed:.3f}); steady rate {steady:.0f} B/s = "
+        f"{steady / FETCH_RATE:.3f} x quota; other tenant {alone / span / 1e6:.1f} MB/s alone, "
+        f"{together / span / 1e6:.1f} MB/s with the greedy one (ratio {together / alone:.3f})"
+    )
+    assert 0.90 * allowed <= greedy_total <= 1.10 * allowed, greedy_total / allowed
+    assert 0.90 * FETCH_RATE <= steady <= 1.10 * FETCH_RATE, steady / FETCH_RATE
+    throttled = [
+        b for s in stats for b in s.get("brokers", {}).values()
+        if b.get("throttle", {}).get("max", 0) > 0
+    ]  # fmt: skip
+    assert throttled, "throttle_time_ms never reached the consumer's statistics"
+    assert abs(together - alone) <= 0.10 * alone, together / alone

@@ -4,6 +4,8 @@ a super user's request is forwarded byte for byte."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gateway.enforcement import Enforcer, advertised
@@ -41,6 +43,9 @@ def test_every_advertised_api_has_a_unit() -> None:
     assert len(CASES) > 150
 
 
+METADATA = 3
+
+
 @pytest.mark.parametrize(
     ("key", "version"), CASES, ids=[f"{apis.api_name(k)}-v{v}" for k, v in CASES]
 )
@@ -53,6 +58,13 @@ def test_no_grants_means_denied_and_nothing_forwarded(
     verdict = enforcer.decide(key, request, apis.response_schema(key, version))
     if key in FORWARDED_FOR_ANYONE:
         assert verdict.forward is True and not verdict.rewritten
+        return
+    if key == METADATA:  # brokers and cluster are still asked for, no topic is named
+        assert verdict.forward is not None and verdict.forward is not True
+        assert verdict.forward.topics == () and verdict.merge is not None
+        empty = sample_request(apis.response_schema(key, version), "secret")
+        merged = verdict.merge(dataclasses.replace(empty, topics=()))
+        assert 29 in set(error_codes(merged).values())
         return
     assert verdict.local is not None, "a denied request must not reach a broker"
     assert verdict.forward is None

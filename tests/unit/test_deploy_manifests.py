@@ -1,0 +1,116 @@
+"""deploy/: Kubernetes manifests against Kubernetes' own JSON schemas (strict: no unknown
+fields), the systemd units with ``systemd-analyze verify`` and the HAProxy config with
+``haproxy -c``; and the facts that tie them to the gateway's configuration."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gateway.config import parse_config
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+K8S_VERSION = "1.33"
+
+
+def _documents() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def _one(kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in _documents() if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name)
+    return found[0]
+
+
+@pytest.mark.parametrize("doc", _documents(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_manifest_matches_the_kubernetes_schema(doc: dict[str, Any]) -> None:
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_schema_check_catches_mistakes() -> None:
+    bad = _one("Deployment", "kgw")
+    bad = {**bad, "spec": {**bad["spec"], "replicas": "three"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
+    unknown = {**_one("Service", "kgw"), "spek": {}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(unknown, K8S_VERSION, strict=True)
+
+
+def test_fleet_manifests_fit_the_gateway_configuration() -> None:
+    config = parse_config(yaml.safe_load(_one("ConfigMap", "kgw-config")["data"]["gateway.yaml"]))
+    deployment = _one("Deployment", "kgw")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert deployment["spec"]["replicas"] >= 3
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pod["terminationGracePeriodSeconds"] > pause + config.shutdown.drain_timeout_s
+    assert config.metrics is not None
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == config.metrics.port
+    (listener,) = config.listeners
+    assert listener.broker_port_base is not None
+    wanted = {listener.bootstrap_port} | {
+        listener.broker_port_base + n for n in range(listener.max_node_id + 1)
+    }
+    service = _one("Service", "kgw")
+    assert service["spec"]["type"] == "LoadBalancer"
+    published = {p["port"] for p in service["spec"]["ports"]}
+    assert published == wanted == set(ports.values()) - {config.metrics.port}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= set(ports)
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    pdb = _one("PodDisruptionBudget", "kgw")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert pdb["spec"]["minAvailable"] >= 2
+    assert {v["name"] for v in pod["volumes"]} >= {"config", "policies", "tls"}
+    assert _one("Secret", "kgw-tls")["data"] == {"tls.crt": "", "tls.key": ""}  # no material
+
+
+def _systemd_analyze() -> str:
+    found = shutil.which("systemd-analyze")
+    assert found, "systemd-analyze is not installed (apt-get install systemd)"
+    return found
+
+
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    kgw = Path(sys.executable).with_name("kgw")
+    assert kgw.exists()
+    units = []
+    for unit in ("kgw@.service", "kgw-redis.service"):
+        text = (DEPLOY / "systemd" / unit).read_text()
+        target = tmp_path / unit.replace("@.", "@test.")
+        target.write_text(text.replace("/opt/kgw/venv/bin/kgw", str(kgw)))
+        units.append(str(target))
+    done = subprocess.run(
+        [_systemd_analyze(), "verify", *units], capture_output=True, text=True, timeout=60
+    )
+    problems = [line for line in done.stderr.splitlines() if "kgw" in line]
+    assert done.returncode == 0 and not problems, done.stderr
+    template = (DEPLOY / "systemd" / "kgw@.service").read_text()
+    for option in ("NoNewPrivileges=yes", "ProtectSystem=strict", "CapabilityBoundingSet=",
+                   "ExecReload=/bin/kill -HUP $MAINPID", "KillSignal=SIGTERM"):  # fmt: skip
+        assert option in template, option
+
+
+def test_haproxy_config_is_valid() -> None:
+    haproxy = shutil.which("haproxy")
+    assert haproxy, "haproxy is not installed (apt-get install haproxy)"
+    done = subprocess.run(
+        [haproxy, "-c", "-f", str(DEPLOY / "haproxy" / "haproxy.cfg")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
