@@ -1,9 +1,10 @@
 """``kgw analyze``: the Spark job that reads access logs and writes findings.
 
-Stages: load and prepare the records (one cached projection), roll them up per
-principal and hour, run the detectors, then write ``findings.json``,
-``findings.parquet/``, ``summary.json`` and ``report.html`` under ``--out``.
-Each stage logs a progress line.
+Stages: roll the records up per principal, tenant and hour in Spark (the bounds of
+the data come with it, cached), the failed logins and throttled requests, per
+address and per topic (narrow passes collected as Arrow tables), run the detectors,
+then write ``findings.json``, ``findings.parquet/``, ``summary.json`` and
+``report.html`` under ``--out``. Each stage logs a progress line.
 """
 
 from __future__ import annotations
@@ -70,17 +71,22 @@ class AnalysisResult:
 
 def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> AnalysisResult:
     """Roll the records up in Spark, then run every detector on the rolled-up rows."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
     fmt = detect_format(options.logs) if options.fmt == "auto" else options.fmt
     prepared = rollups.parse_needed(rollups.prepare(read_logs(spark, options.logs, fmt)), fmt)
-    total, records, data_start, data_end = rollups.bounds(prepared)
+    events = prepared.where(F.col("ok"))
+    # Per principal, tenant and hour; the bounds of the data come with it.
+    groups = rollups.principal_hours(prepared).persist(StorageLevel.MEMORY_AND_DISK)
+    total, records, data_start, data_end = rollups.bounds(groups)
     if not records or data_start is None or data_end is None:
+        groups.unpersist()
+        prepared.unpersist()
         raise LogInputError(f"no access-log records in {', '.join(options.logs)}")
     skipped = total - records
-    events = prepared.where(F.col("ok"))
     # The detection window starts on the hour: the last ``detect_hours``, rounded up.
     detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
     detect_from = max(detect_from, data_start)
@@ -91,7 +97,7 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     )
 
     progress.stage("rolling up per principal and hour")
-    hours = list(rollups.hour_rows(rollups.hourly(events)))
+    hours = list(rollups.hour_rows(rollups.hourly(groups, events)))
     first_hour: dict[str, int] = {}
     tenants: dict[str, str | None] = {}
     for row in hours:
@@ -114,8 +120,8 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     findings += access.first_topic_access(rollups.new_topic_rows(events, detect_from), old_enough)
     findings = rank(findings)
     progress.say(f"{len(findings)} findings")
-    if prepared.is_cached:
-        prepared.unpersist()
+    groups.unpersist()
+    prepared.unpersist()
 
     progress.stage("timelines for the report")
     lines = timelines(hours, singles, findings, options.timelines)

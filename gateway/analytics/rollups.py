@@ -1,10 +1,16 @@
-"""The Spark side of ``kgw analyze``: a few aggregations over all records.
+"""The Spark side of ``kgw analyze``: a few aggregations, collected as Arrow tables.
 
-Each turns the records into compact rows the detectors read on the driver:
-per principal and hour, per principal and address, the topics first used in the
-detection window, and the failed logins and throttled requests one by one. The
-big aggregations keep to numeric aggregates (a string aggregate such as
-``max(tenant)`` would make Spark sort every record).
+``principal_hours`` is the biggest: per principal, tenant and hour, numeric sums
+only (the request counts, and the lines, records and first and last second that
+bound the data, so no pass of its own finds them). It is cached and the hourly
+rows come from it. The other passes read only the columns they need (Parquet
+column pruning; the denied requests' filter is pushed to the reader too): the
+denied requests (their topics), the failed logins and throttled requests one by
+one, per principal and address, and per principal and topic. Every result
+reaches the driver as an Arrow table, flat and sorted there, instead of as Row
+objects packed into per-principal arrays by another Spark aggregation. Big
+aggregations keep to numeric aggregates (a string ``max()`` would make Spark
+sort every record).
 """
 
 from __future__ import annotations
@@ -42,75 +48,120 @@ def prepare(frame: Any) -> Any:
     )
 
 
-def bounds(prepared: Any) -> tuple[int, int, int | None, int | None]:
-    """(lines, records, first second, last second)."""
-    from pyspark.sql import functions as F
-
-    ok = F.col("ok")
-    row = prepared.agg(
-        F.count("*"),
-        F.sum(F.when(ok, 1).otherwise(0)),
-        F.min(F.when(ok, F.col("ts_s"))),
-        F.max(F.when(ok, F.col("ts_s"))),
-    ).first()
-    return int(row[0]), int(row[1] or 0), row[2], row[3]
-
-
 def _hour() -> Any:
     from pyspark.sql import functions as F
 
     return (F.floor(F.col("ts_s") / HOUR) * HOUR).cast("long").alias("hour")
 
 
-def hourly(events: Any) -> Any:
-    """Per principal and hour: allowed, bytes, denied, total, distinct denied topics."""
+def principal_hours(prepared: Any) -> Any:
+    """Per principal, tenant and hour, numeric sums only (the biggest rollup).
+
+    ``lines``/``records``/``first``/``last`` give the bounds of the data, so no
+    separate pass is needed for them; ``total``, ``allowed``, ``bytes`` and
+    ``denied`` count the requests. Only numeric aggregates: Spark hashes, never sorts.
+    """
     from pyspark.sql import functions as F
 
-    requests = events.where((F.col("type") == "request") & F.col("principal").isNotNull())
-    is_allowed = F.col("decision").isin(*ALLOWED)
-    counts = ("allowed", "bytes", "denied", "total")
-    keyed = requests.groupBy("principal", "tenant", _hour()).agg(
-        F.sum(F.when(is_allowed, 1).otherwise(0)).alias("allowed"),
-        F.sum(F.when(is_allowed, F.col("bytes")).otherwise(0)).alias("bytes"),
-        F.sum(F.when(F.col("decision").isin(*DENIED), 1).otherwise(0)).alias("denied"),
-        F.count("*").alias("total"),
+    col = F.col
+    ok = col("ok")
+    request = ok & F.coalesce(col("type") == "request", F.lit(False))
+    allowed = request & F.coalesce(col("decision").isin(*ALLOWED), F.lit(False))
+    denied = request & F.coalesce(col("decision").isin(*DENIED), F.lit(False))
+
+    def count(condition: Any, name: str) -> Any:
+        return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
+
+    return prepared.groupBy("principal", "tenant", _hour()).agg(
+        F.count("*").alias("lines"),
+        count(ok, "records"),
+        F.min(F.when(ok, col("ts_s"))).alias("first"),
+        F.max(F.when(ok, col("ts_s"))).alias("last"),
+        count(request, "total"),
+        count(allowed, "allowed"),
+        F.sum(F.when(allowed, col("bytes")).otherwise(0)).cast("long").alias("bytes"),
+        count(denied, "denied"),
     )
-    per_hour = keyed.groupBy("principal", "hour").agg(
-        F.max("tenant").alias("tenant"), *[F.sum(c).alias(c) for c in counts]
+
+
+def bounds(groups: Any) -> tuple[int, int, int | None, int | None]:
+    """(lines, records, first second, last second)."""
+    from pyspark.sql import functions as F
+
+    row = groups.agg(F.sum("lines"), F.sum("records"), F.min("first"), F.max("last")).first()
+    return int(row[0] or 0), int(row[1] or 0), row[2], row[3]
+
+
+def hourly(groups: Any, events: Any) -> tuple[Any, Any]:
+    """Per principal, tenant and hour: allowed, bytes, denied, total; and per principal
+    and hour the distinct denied topics, from the few denied records (a filter Parquet
+    applies while reading), never from an ``explode`` of every record."""
+    from pyspark.sql import functions as F
+
+    counts = ("allowed", "bytes", "denied", "total")
+    per_tenant = groups.where(F.col("principal").isNotNull() & (F.col("total") > 0)).select(
+        "principal", "tenant", "hour", *counts
     )
     denied_topics = (
-        requests.where(F.col("decision").isin(*DENIED))
+        events.where(
+            (F.col("type") == "request")
+            & F.col("principal").isNotNull()
+            & F.col("decision").isin(*DENIED)
+        )
         .select("principal", _hour(), F.explode("topics").alias("topic"))
         .groupBy("principal", "hour")
         .agg(F.collect_set("topic").alias("denied_topics"))
     )
-    return per_hour.join(denied_topics, ["principal", "hour"], "left")
+    return per_tenant, denied_topics
 
 
-def _columns(frame: Any, key: str, fields: list[str], order: str) -> Any:
-    """One row per ``key`` with an array per field, sorted by ``order``: far fewer Python
-    objects to build on the driver than one row per record."""
-    from pyspark.sql import functions as F
-
-    rows = F.array_sort(F.collect_list(F.struct(order, *[f for f in fields if f != order])))
-    packed = frame.groupBy(key).agg(rows.alias("_rows"))
-    return packed.select(key, *[F.col("_rows").getField(f).alias(f) for f in fields])
-
-
-def hour_rows(frame: Any) -> Iterator[HourRow]:
-    """The rows of ``hourly``, by principal then hour."""
-    fields = ["hour", "tenant", "allowed", "bytes", "denied", "total", "denied_topics"]
-    for r in _columns(frame, "principal", fields, "hour").orderBy("principal").toLocalIterator():
-        for hour, tenant, allowed, size, denied, total, topics in zip(
-            r.hour, r.tenant, r.allowed, r.bytes, r.denied, r.total, r.denied_topics, strict=True
-        ):
-            yield HourRow(
-                r.principal, hour, tenant, allowed, size, denied, total, tuple(topics or ())
+def hour_rows(frames: tuple[Any, Any]) -> Iterator[HourRow]:
+    """The rows of ``hourly``, by principal then hour; a principal-hour seen under
+    two tenants is one row with the greater tenant name."""
+    per_tenant, denied = (frame.toArrow() for frame in frames)
+    topics = {
+        (principal, hour): tuple(names)
+        for principal, hour, names in zip(
+            *(denied.column(name).to_pylist() for name in ("principal", "hour", "denied_topics")),
+            strict=True,
+        )
+    }
+    table = per_tenant.sort_by([("principal", "ascending"), ("hour", "ascending")])
+    names = ("principal", "hour", "tenant", "allowed", "bytes", "denied", "total")
+    last: HourRow | None = None
+    for principal, hour, tenant, allowed, size, denied_n, total in zip(
+        *(table.column(name).to_pylist() for name in names), strict=True
+    ):
+        if last is not None and (last.principal, last.hour) == (principal, hour):
+            last = HourRow(
+                principal,
+                hour,
+                max((t for t in (last.tenant, tenant) if t is not None), default=None),
+                last.allowed + allowed,
+                last.bytes + size,
+                last.denied + denied_n,
+                last.total + total,
+                last.denied_topics,
             )
+            continue
+        if last is not None:
+            yield last
+        last = HourRow(
+            principal,
+            hour,
+            tenant,
+            allowed,
+            size,
+            denied_n,
+            total,
+            topics.get((principal, hour), ()),
+        )
+    if last is not None:
+        yield last
 
 
 def singles(events: Any) -> list[Single]:
-    """Failed logins and throttled requests, one row each, in one scan."""
+    """Failed logins and throttled requests, one row each."""
     from pyspark.sql import functions as F
 
     failed = (F.col("event") == "auth") & (F.col("outcome") == "failure")
@@ -123,9 +174,10 @@ def singles(events: Any) -> list[Single]:
         "client_host",
         "throttle_ms",
     )
+    table = frame.toArrow()
     return [
-        Single(ts, kind, principal, tenant, host, ms)
-        for ts, kind, principal, tenant, host, ms in frame.toLocalIterator()
+        Single(*values)
+        for values in zip(*(column.to_pylist() for column in table.columns), strict=True)
     ]
 
 
@@ -143,18 +195,16 @@ def host_rows(events: Any, detect_from: int) -> list[HostRow]:
     )
     recent = F.col("ts_s") >= detect_from
     frame = good.groupBy("principal", "client_host").agg(
-        F.sum(F.when(recent, 0).otherwise(1)).alias("base"),
-        F.sum(F.when(recent, 1).otherwise(0)).alias("seen"),
+        F.sum(F.when(recent, 0).otherwise(1)).cast("long").alias("base"),
+        F.sum(F.when(recent, 1).otherwise(0)).cast("long").alias("seen"),
         F.min(F.when(recent, F.col("ts_s"))).alias("first"),
         F.max("ts_s").alias("last"),
     )
-    fields = ["client_host", "base", "seen", "first", "last"]
+    table = frame.toArrow().sort_by([("principal", "ascending"), ("client_host", "ascending")])
+    names = ("principal", "client_host", "base", "seen", "first", "last")
     return [
-        HostRow(r.principal, host, base, seen, first, last)
-        for r in _columns(frame, "principal", fields, "client_host").toLocalIterator()
-        for host, base, seen, first, last in zip(
-            r.client_host, r.base, r.seen, r.first, r.last, strict=True
-        )
+        HostRow(*values)
+        for values in zip(*(table.column(name).to_pylist() for name in names), strict=True)
     ]
 
 
@@ -180,30 +230,25 @@ def new_topic_rows(events: Any, detect_from: int) -> list[TopicRow]:
         .agg(
             F.min("ts_s").alias("first"),
             F.max("ts_s").alias("last"),
-            F.sum(F.when(recent, 1).otherwise(0)).alias("requests"),
+            F.sum(F.when(recent, 1).otherwise(0)).cast("long").alias("requests"),
             did("produce"),
             did("fetch"),
             did(None),
         )
         .where(F.col("first") >= detect_from)
     )
+    table = frame.toArrow()
+    names = ("principal", "topic", "first", "last", "requests", "produce", "fetch", "other")
     return [
-        TopicRow(
-            r.principal,
-            r.topic,
-            int(r.first),
-            int(r.last),
-            int(r.requests),
-            bool(r.produce),
-            bool(r.fetch),
-            bool(r.other),
+        TopicRow(p, topic, int(first), int(last), int(requests), bool(pr), bool(fe), bool(ot))
+        for p, topic, first, last, requests, pr, fe, ot in zip(
+            *(table.column(name).to_pylist() for name in names), strict=True
         )
-        for r in frame.collect()
     ]
 
 
 def parse_needed(prepared: Any, fmt: str) -> Any:
-    """Keep text input parsed in memory between the scans; Parquet is cheap to re-read."""
+    """Keep text input parsed in memory between the passes; Parquet is cheap to re-read."""
     from pyspark import StorageLevel
 
     return prepared if fmt == "parquet" else prepared.persist(StorageLevel.MEMORY_AND_DISK)
