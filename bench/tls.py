@@ -198,7 +198,7 @@ class Bench:
         return out
 
     def one_round(
-        self, cluster: KafkaCluster, target: str, bootstrap: str, rnd: int, props: Path | None
+        self, cluster: KafkaCluster, target: str, bootstrap: str, props: Path | None, rnd: int
     ) -> None:
         a = self.a
         extra_p = ["--producer.config", str(props)] if props else []
@@ -217,6 +217,20 @@ class Bench:
             raise RuntimeError(f"{target}: consumed {consumed.records} of {a.records}")
         self._record(target, rnd, "consume", consumed.as_dict())
 
+    def warm_up(
+        self, cluster: KafkaCluster, target: str, bootstrap: str, props: Path | None
+    ) -> None:
+        """Not counted: a short produce and consume (JIT, page cache, the group)."""
+        records = max(1000, min(self.a.records // 4, 50_000))
+        extra_p = ["--producer.config", str(props)] if props else []
+        extra_c = ["--consumer.config", str(props)] if props else []
+        topic = f"bench-{target}-warmup"
+        args = perf.producer_args(topic, bootstrap, records, self.a.record_size, 16384, 5)
+        self._tool(cluster, "producer-perf", args + extra_p)
+        args = perf.consumer_args(topic, bootstrap, records, 120_000)
+        self._tool(cluster, "consumer-perf", args + extra_c)
+        say(f"  {target:<13} warmed up ({records} records, not counted)")
+
     def _record(self, target: str, rnd: int, kind: str, result: dict[str, Any]) -> None:
         self.runs.append({"target": target, "round": rnd, "kind": kind, "result": result})
         if kind == "consume":
@@ -230,9 +244,10 @@ class Bench:
         ssl_cluster = self.cluster(ssl=True)
         try:
             self.create_topics(ssl_cluster, self._topics("direct-tls"), ssl=True)
+            props = self.pki.java_props(mtls=False)
+            self.warm_up(ssl_cluster, "direct-tls", ssl_cluster.bootstrap_servers, props)
             for rnd in rounds:
-                self.one_round(ssl_cluster, "direct-tls", ssl_cluster.bootstrap_servers, rnd,
-                               self.pki.java_props(mtls=False))  # fmt: skip
+                self.one_round(ssl_cluster, "direct-tls", ssl_cluster.bootstrap_servers, props, rnd)
         finally:
             ssl_cluster.stop()
         cluster = self.cluster(ssl=False)
@@ -243,20 +258,26 @@ class Bench:
         }
         targets = ["direct", *gateways]
         self.create_topics(cluster, [t for x in targets for t in self._topics(x)], ssl=False)
+
+        def where(target: str) -> tuple[str, Path | None]:
+            gw = gateways.get(target)
+            bootstrap = cluster.bootstrap_servers if gw is None else gw.bootstrap
+            props = None
+            if target != "direct" and target != "gateway":
+                props = self.pki.java_props(mtls=target == "gateway-mtls")
+            return bootstrap, props
+
+        for target in targets:
+            self.warm_up(cluster, target, *where(target))
         for rnd in rounds:
             for target in targets:
-                gw = gateways.get(target)
-                bootstrap = cluster.bootstrap_servers if gw is None else gw.bootstrap
-                props = None
-                if target != "direct" and target != "gateway":
-                    props = self.pki.java_props(mtls=target == "gateway-mtls")
-                self.one_round(cluster, target, bootstrap, rnd, props)
+                self.one_round(cluster, target, *where(target), rnd)
 
     def _topics(self, target: str) -> list[str]:
         names = []
         for rnd in range(1, self.a.rounds + 1):
             names += [f"bench-{target}-{rnd}", f"bench-{target}-{rnd}-paced"]
-        return names
+        return [*names, f"bench-{target}-warmup"]
 
     def close(self) -> None:
         for gw in self.gateways:
