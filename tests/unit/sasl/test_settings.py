@@ -112,7 +112,8 @@ def test_bad_sections_name_the_key(sasl: dict[str, Any], message: str) -> None:
 def test_the_commented_example_is_valid() -> None:
     """examples/gateway.yaml carries the section commented out; uncommented it must load."""
     text = (Path(__file__).parents[3] / "examples" / "gateway.yaml").read_text()
-    block = text[text.index("# sasl:") :].split("\n\n")[0].splitlines()  # up to a blank line
+    start = text.index("\n# sasl:") + 1  # the top-level section, not upstream.sasl
+    block = text[start:].split("\n\n")[0].splitlines()  # up to a blank line
     data = yaml.safe_load("\n".join(line[2:] if line.startswith("# ") else "" for line in block))
     config = parse_config(with_sasl(data["sasl"]))
     assert config.sasl is not None and config.sasl.mechanisms[-1] == "GSSAPI"

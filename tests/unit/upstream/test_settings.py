@@ -90,3 +90,17 @@ def test_an_open_password_file_is_used_with_a_warning(
     assert "readable by others" in caplog.text and "topsecret" not in caplog.text
     assert "topsecret" not in repr(identity)
     assert identity.handshake().mechanism == "PLAIN"
+
+
+def test_the_commented_example_is_valid() -> None:
+    """examples/gateway.yaml carries upstream.sasl commented out; uncommented it must load."""
+    import yaml
+
+    text = (Path(__file__).parents[3] / "examples" / "gateway.yaml").read_text()
+    start = text.index("\n  # sasl:") + 1
+    block = text[start:].split("\n\n")[0].splitlines()
+    data = yaml.safe_load("\n".join(line[4:] for line in block if line.startswith("  # ")))
+    config = parse_config(_config(data["sasl"]))
+    assert config.upstream.sasl is not None
+    assert config.upstream.sasl.mechanism == "SCRAM-SHA-512"
+    assert config.upstream.sasl.password_file == Path("/etc/kgw/upstream-sasl.pass")
