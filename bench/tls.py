@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ if __package__ in (None, ""):  # run as a script: bench/tls.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import perf
+from bench.variants import ratios, summarize
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
 from gateway.kafka_client import fetch_brokers
@@ -286,26 +286,6 @@ class Bench:
             cluster.stop()
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Medians per target: produce MB/s and p99, paced p99, consume MB/s."""
-    out: dict[str, dict[str, float]] = {}
-    for target in TARGETS:
-        mine = [r for r in runs if r["target"] == target]
-        if not mine:
-            continue
-
-        def med(kind: str, key: str, rows: list[dict[str, Any]] = mine) -> float:
-            return float(statistics.median(r["result"][key] for r in rows if r["kind"] == kind))
-
-        out[target] = {
-            "produce_mb_per_s": med("produce", "mb_per_s"),
-            "produce_p99_ms": med("produce", "p99_ms"),
-            "paced_p99_ms": med("paced", "p99_ms"),
-            "consume_mb_per_s": med("consume", "mb_per_s"),
-        }
-    return out
-
-
 RATIOS = (
     ("gateway-tls", "direct-tls"),  # the issue's target: >= 1.0 throughput
     ("gateway-mtls", "direct-tls"),
@@ -314,17 +294,6 @@ RATIOS = (
     ("direct-tls", "direct"),
     ("gateway", "direct"),
 )
-
-
-def ratios(summary: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    out = {}
-    for a, b in RATIOS:
-        if a in summary and b in summary:
-            out[f"{a}/{b}"] = {
-                key: round(summary[a][key] / summary[b][key], 3) if summary[b][key] else 0.0
-                for key in summary[a]
-            }
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,12 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         bench.close()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    summary = summarize(bench.runs)
+    summary = summarize(bench.runs, TARGETS)
     doc = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": vars(args),
         "summary": summary,
-        "ratios": ratios(summary),
+        "ratios": ratios(summary, RATIOS),
         "runs": bench.runs,
         "complete": not failed,
     }

@@ -20,7 +20,7 @@ import os
 import shutil
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -201,27 +201,32 @@ class VariantBench:
     # -- results ----------------------------------------------------------------------------
 
     def summary(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for target in self.targets:
-            mine = [r for r in self.runs if r["target"] == target]
-            kinds = {r["kind"] for r in mine}
-            if not {"produce", "paced", "consume"} <= kinds:
-                continue
+        return summarize(self.runs, self.targets)
 
-            def med(kind: str, key: str, rows: list[dict[str, Any]] = mine) -> float:
-                return float(statistics.median(r["result"][key] for r in rows if r["kind"] == kind))
 
-            out[target] = {
-                "produce_mb_per_s": med("produce", "mb_per_s"),
-                "produce_p99_ms": med("produce", "p99_ms"),
-                "paced_p99_ms": med("paced", "p99_ms"),
-                "consume_mb_per_s": med("consume", "mb_per_s"),
-            }
-        return out
+def summarize(runs: list[dict[str, Any]], targets: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Medians per target with a complete set of runs: produce MB/s and p99, paced p99,
+    consume MB/s."""
+    out: dict[str, dict[str, float]] = {}
+    for target in targets:
+        mine = [r for r in runs if r["target"] == target]
+        if not {"produce", "paced", "consume"} <= {r["kind"] for r in mine}:
+            continue
+
+        def med(kind: str, key: str, rows: list[dict[str, Any]] = mine) -> float:
+            return float(statistics.median(r["result"][key] for r in rows if r["kind"] == kind))
+
+        out[target] = {
+            "produce_mb_per_s": med("produce", "mb_per_s"),
+            "produce_p99_ms": med("produce", "p99_ms"),
+            "paced_p99_ms": med("paced", "p99_ms"),
+            "consume_mb_per_s": med("consume", "mb_per_s"),
+        }
+    return out
 
 
 def ratios(
-    summary: dict[str, dict[str, float]], pairs: list[tuple[str, str]]
+    summary: dict[str, dict[str, float]], pairs: Sequence[tuple[str, str]]
 ) -> dict[str, dict[str, float]]:
     out = {}
     for a, b in pairs:

@@ -40,11 +40,17 @@ def write_atomically(path: Path, text: str, mode: int | None = None) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(lock_path: Path) -> Iterator[None]:
+def exclusive_lock(lock_path: Path, error: type[Exception] = OSError) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``lock_path`` (created 0600, with its directory)
-    for the block: one writer at a time across processes. Raises ``OSError``."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    for the block: one writer at a time across processes. A lock that cannot be taken
+    raises ``error("cannot lock <path>: <reason>")`` (``OSError`` itself by default)."""
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        if error is OSError:
+            raise
+        raise error(f"cannot lock {lock_path}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

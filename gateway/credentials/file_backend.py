@@ -15,7 +15,7 @@ import json
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -119,14 +119,8 @@ class FileBackend:
             self._signature = None
             return result
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with contextlib.ExitStack() as held:
-            try:
-                held.enter_context(exclusive_lock(self.lock_path))
-            except OSError as exc:
-                raise StoreError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
-            yield
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return exclusive_lock(self.lock_path, StoreError)
 
     def _write(self, data: _Data) -> None:
         text = json.dumps({"format": FORMAT, "tables": data}, indent=1, sort_keys=True)

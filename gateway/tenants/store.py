@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -176,14 +176,8 @@ class FileTenantBackend:
             self._signature = None
             return result
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with contextlib.ExitStack() as held:
-            try:
-                held.enter_context(exclusive_lock(self.lock_path))
-            except OSError as exc:
-                raise TenantStoreError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
-            yield
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return exclusive_lock(self.lock_path, TenantStoreError)
 
     def _write(self, data: dict[str, Record]) -> None:
         text = json.dumps({"format": FORMAT, "tenants": data}, indent=1, sort_keys=True)

@@ -68,3 +68,16 @@ def test_lock_excludes_another_process(tmp_path: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:
         os.close(fd)
+
+
+def test_lock_that_cannot_be_taken_raises_the_callers_error(tmp_path: Path) -> None:
+    class StoreProblem(Exception):
+        pass
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the lock's directory should be
+    try:
+        with exclusive_lock(blocker / ".lock", StoreProblem):
+            raise AssertionError("the lock should not have been taken")
+    except StoreProblem as exc:
+        assert str(exc).startswith(f"cannot lock {blocker / '.lock'}: ")
