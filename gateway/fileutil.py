@@ -56,3 +56,13 @@ def exclusive_lock(lock_path: Path, error: type[Exception] = OSError) -> Iterato
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def cache_root(cache_dir: Path | None = None) -> Path:
+    """The kgw cache root: ``cache_dir``, else ``$KGW_CACHE_DIR``, else ``~/.cache/kgw``."""
+    if cache_dir is not None:
+        return cache_dir.expanduser()
+    env = os.environ.get("KGW_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "kgw"

@@ -7,14 +7,20 @@ PySpark is an optional dependency (``pip install 'kaas-gateway[analytics]'``);
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
 
+from .jvm import DriverJvm, driver_jvm, finish
+
 DEFAULT_MASTER = "local[2]"
+_launched: DriverJvm | None = None  # the options of the driver JVM this process started
 
 
 class SparkUnavailable(RuntimeError):
@@ -34,8 +40,14 @@ def session(
     driver_memory: str = "3g",
     conf: dict[str, str] | None = None,
 ) -> Any:
-    """A SparkSession (an existing one is reused); UTC, quiet, no web UI."""
+    """A SparkSession (an existing one is reused); UTC, quiet, no web UI.
+
+    A new driver JVM gets the options of :mod:`.jvm` (class-data archive, GC, JIT);
+    call :func:`stop` at the end so an archive written at exit is kept.
+    """
+    global _launched
     try:
+        from pyspark import SparkContext
         from pyspark.sql import SparkSession
     except ImportError:
         raise SparkUnavailable(
@@ -48,6 +60,8 @@ def session(
     # py4j chats at INFO, even at interpreter exit when the log streams may be closed.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     shuffle = str(max(4, 2 * _cores(master)))
+    jvm = driver_jvm() if SparkContext._gateway is None else None
+    java_options = "-Dlog4j2.level=ERROR" + (f" {jvm.java_options}" if jvm else "")
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -58,13 +72,52 @@ def session(
         .config("spark.sql.shuffle.partitions", shuffle)
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config("spark.driver.extraJavaOptions", java_options)
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if jvm is not None:
+        _launched = jvm
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def running(master: str, app_name: str, driver_memory: str = "3g") -> Iterator[Any]:
+    """A session for one command, stopped (JVM and all) when the block ends."""
+    spark = session(master, app_name=app_name, driver_memory=driver_memory)
+    try:
+        yield spark
+    finally:
+        stop(spark)
+
+
+def stop(spark: Any, timeout_s: float = 120.0) -> None:
+    """Stop Spark and the driver JVM this process started, and keep the class-data
+    archive that JVM wrote as it exited (the first run on a machine writes one)."""
+    global _launched
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None or process.stdin is None:
+        return
+    gateway.shutdown()
+    process.stdin.close()  # Spark's gateway server exits when its stdin closes
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:  # a JVM that will not exit is killed, not waited on
+        process.kill()
+        process.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if _launched is not None and finish(_launched):
+        logging.getLogger(__name__).info(
+            "analytics.cds_archive_written", extra={"path": str(_launched.archive)}
+        )
+    _launched = None
 
 
 class Progress:

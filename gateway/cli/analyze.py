@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,10 @@ from ..analytics.spark import DEFAULT_MASTER, Progress, SparkUnavailable
 OK, USAGE = 0, 2
 
 
-def _spark(args: argparse.Namespace, app: str) -> Any:
-    from ..analytics.spark import session
+def _spark(args: argparse.Namespace, app: str) -> AbstractContextManager[Any]:
+    from ..analytics.spark import running
 
-    return session(args.master, app_name=app, driver_memory=args.driver_memory)
+    return running(args.master, app_name=app, driver_memory=args.driver_memory)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -37,7 +38,6 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     progress = Progress("analyze", STAGES + 1, quiet=args.quiet)
     progress.say(f"starting Spark ({args.master})")
-    spark = _spark(args, "kgw-analyze")
     options = AnalyzeOptions(
         logs=tuple(args.logs),
         out=Path(args.out),
@@ -45,10 +45,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         detect_hours=args.detect_hours,
         report=not args.no_report,
     )
-    result = analyze(spark, options, progress)
-    progress.stage("writing findings and the report")
-    paths = write_outputs(spark, result, options)
-    progress.finish()
+    with _spark(args, "kgw-analyze") as spark:
+        result = analyze(spark, options, progress)
+        progress.stage("writing findings and the report")
+        paths = write_outputs(spark, result, options)
+        progress.finish()
     print(
         f"{len(result.findings)} findings in {result.records:,} records "
         f"({result.records / max(result.seconds, 1e-9):,.0f} records/s)"
@@ -98,10 +99,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise _Usage("kgw analyze convert needs --in DIR and --out DIR")
     progress = Progress("convert", 2, quiet=args.quiet)
     progress.stage(f"starting Spark ({args.master})")
-    spark = _spark(args, "kgw-convert")
-    progress.stage(f"converting {', '.join(args.inputs)} to Parquet in {args.out}")
-    written, skipped = convert(spark, args.inputs, args.out, args.format)
-    progress.finish()
+    with _spark(args, "kgw-convert") as spark:
+        progress.stage(f"converting {', '.join(args.inputs)} to Parquet in {args.out}")
+        written, skipped = convert(spark, args.inputs, args.out, args.format)
+        progress.finish()
     print(
         f"wrote {written:,} records to {args.out} (partitioned by day)"
         + (f"; skipped {skipped:,} unreadable lines" if skipped else "")
@@ -126,9 +127,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from ..analytics.bulk import write_bulk
 
         progress = Progress("simulate", 4, quiet=args.quiet)
-        spark = _spark(args, "kgw-simulate")
-        bulk = write_bulk(spark, out, options, args.records, progress)
-        progress.finish()
+        with _spark(args, "kgw-simulate") as spark:
+            bulk = write_bulk(spark, out, options, args.records, progress)
+            progress.finish()
         print(
             f"wrote {bulk.records:,} records as Parquet to {bulk.parquet_dir} "
             f"({bulk.replicas} replicas of a {bulk.base_records:,}-record scenario) "

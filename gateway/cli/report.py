@@ -35,24 +35,24 @@ def _period(args: argparse.Namespace) -> tuple[float, float]:
 def cmd_compliance(args: argparse.Namespace) -> int:
     from ..analytics.compliance import compliance
     from ..analytics.load import LogInputError
-    from ..analytics.spark import session
+    from ..analytics.spark import running
 
     try:
         start, end = _period(args)
         progress = Progress("compliance", 5, quiet=args.quiet)
         progress.stage(f"starting Spark ({args.master})")
-        spark = session(args.master, app_name="kgw-compliance", driver_memory=args.driver_memory)
-        result = compliance(
-            spark,
-            args.logs,
-            Path(args.out),
-            start,
-            end,
-            Path(args.audit) if args.audit else None,
-            Path(args.key_file) if args.key_file else None,
-            progress,
-            args.format,
-        )
+        with running(args.master, "kgw-compliance", args.driver_memory) as spark:
+            result = compliance(
+                spark,
+                args.logs,
+                Path(args.out),
+                start,
+                end,
+                Path(args.audit) if args.audit else None,
+                Path(args.key_file) if args.key_file else None,
+                progress,
+                args.format,
+            )
     except (ValueError, LogInputError, SparkUnavailable) as exc:
         print(f"kgw: {exc}", file=sys.stderr)
         return USAGE

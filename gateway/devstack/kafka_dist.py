@@ -26,6 +26,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from ..fileutil import cache_root
+
 log = logging.getLogger(__name__)
 
 KAFKA_VERSION = "4.1.2"
@@ -114,16 +116,6 @@ REQUIRED_JARS: tuple[str, ...] = (
     f"log4j-core-{LOG4J_VERSION}.jar",
     f"log4j-slf4j-impl-{LOG4J_VERSION}.jar",
 )
-
-
-def cache_root(cache_dir: Path | None = None) -> Path:
-    """The kgw cache root: ``cache_dir``, else ``$KGW_CACHE_DIR``, else ``~/.cache/kgw``."""
-    if cache_dir is not None:
-        return cache_dir.expanduser()
-    env = os.environ.get("KGW_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "kgw"
 
 
 def libs_dir(cache_dir: Path | None = None) -> Path:
