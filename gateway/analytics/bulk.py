@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .labels import Label, write_labels
-from .load import read_logs, usable
+from .load import read_logs, usable, write_parquet
 from .simulate import SimulationOptions, scenario_json, write_simulation
 from .spark import Progress
 
@@ -107,9 +107,7 @@ def write_bulk(
         )
         progress.stage(f"writing Parquet to {out / 'parquet'}")
         parquet_dir = out / "parquet"
-        replicated.withColumn("day", F.date_format("ts", "yyyy-MM-dd")).write.mode(
-            "overwrite"
-        ).partitionBy("day").parquet(str(parquet_dir))
+        write_parquet(replicated, str(parquet_dir))
         frame.unpersist()
         labels = [_rename_label(label, i) for i in range(replicas) for label in base.labels]
         labels_path = out / "labels.json"

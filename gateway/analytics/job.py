@@ -1,9 +1,9 @@
 """``kgw analyze``: the Spark job that reads access logs and writes findings.
 
 Stages: roll the records up per principal, tenant and hour in Spark (the bounds of
-the data come with it, cached), the failed logins and throttled requests, per
-address and per topic (narrow passes collected as Arrow tables), run the detectors,
-then write ``findings.json``, ``findings.parquet/``, ``summary.json`` and
+the data come with it), the failed logins and throttled requests, per address and
+per topic (narrow passes collected as Arrow tables, several at once), run the
+detectors, then write ``findings.json``, ``findings.parquet/``, ``summary.json`` and
 ``report.html`` under ``--out``. Each stage logs a progress line.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from .detect.context import Thresholds
 from .detect.rows import HourRow, Single
 from .findings import Finding, finding_rows, rank, write_findings_json
 from .load import LogInputError, detect_format, read_logs
-from .records import rfc3339_ms
+from .records import parse_rfc3339, rfc3339_ms
 from .spark import Progress
 
 HOUR = 3600
@@ -70,57 +71,66 @@ class AnalysisResult:
 
 
 def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> AnalysisResult:
-    """Roll the records up in Spark, then run every detector on the rolled-up rows."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    """Roll the records up in Spark, then run every detector on the rolled-up rows.
 
+    The Spark queries run from a small thread pool, so Spark fills the cores while
+    Python turns earlier results into rows and runs detectors (and a query's last
+    tasks overlap the next one's first): the per-principal-hour rollup, the failed
+    logins and the denied topics at once; the per-address and per-topic passes once
+    the bounds give the detection window.
+    """
     t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
     fmt = detect_format(options.logs) if options.fmt == "auto" else options.fmt
     prepared = rollups.parse_needed(rollups.prepare(read_logs(spark, options.logs, fmt)), fmt)
-    events = prepared.where(F.col("ok"))
-    # Per principal, tenant and hour; the bounds of the data come with it.
-    groups = rollups.principal_hours(prepared).persist(StorageLevel.MEMORY_AND_DISK)
-    total, records, data_start, data_end = rollups.bounds(groups)
-    if not records or data_start is None or data_end is None:
-        groups.unpersist()
-        prepared.unpersist()
-        raise LogInputError(f"no access-log records in {', '.join(options.logs)}")
-    skipped = total - records
-    # The detection window starts on the hour: the last ``detect_hours``, rounded up.
-    detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
-    detect_from = max(detect_from, data_start)
-    progress.say(
-        f"{records:,} records from {rfc3339_ms(data_start * 1000)} to "
-        f"{rfc3339_ms(data_end * 1000)}; findings from {rfc3339_ms(detect_from * 1000)}"
-        + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
-    )
+    events = rollups.records(prepared)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
+        pending_groups = pool.submit(_arrow, rollups.principal_hours(prepared))
+        pending_singles = pool.submit(rollups.singles, events)
+        pending_denied = pool.submit(_arrow, rollups.denied_topics(events))
+        groups = pending_groups.result()
+        total, records, data_start, data_end = rollups.bounds(groups)
+        if not records or data_start is None or data_end is None:
+            prepared.unpersist()
+            raise LogInputError(f"no access-log records in {', '.join(options.logs)}")
+        skipped = total - records
+        # The detection window starts on the hour: the last ``detect_hours``, rounded up.
+        detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
+        detect_from = max(detect_from, data_start)
+        pending_hosts = pool.submit(rollups.host_rows, events, detect_from)
+        pending_topics = pool.submit(rollups.new_topic_rows, events, detect_from)
+        progress.say(
+            f"{records:,} records from {rfc3339_ms(data_start * 1000)} to "
+            f"{rfc3339_ms(data_end * 1000)}; findings from {rfc3339_ms(detect_from * 1000)}"
+            + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
+        )
 
-    progress.stage("rolling up per principal and hour")
-    hours = list(rollups.hour_rows(rollups.hourly(groups, events)))
-    first_hour: dict[str, int] = {}
-    tenants: dict[str, str | None] = {}
-    for row in hours:
-        first_hour.setdefault(row.principal, row.hour)
-        tenants[row.principal] = tenants.get(row.principal) or row.tenant
-    old_enough = {p: tenants[p] for p, h in first_hour.items() if h <= detect_from - t.history_s}
-    progress.say(f"{len(hours):,} principal-hours of {len(first_hour):,} principals")
+        progress.stage("rolling up per principal and hour")
+        hours = list(rollups.hour_rows(groups, pending_denied.result()))
+        first_hour: dict[str, int] = {}
+        tenants: dict[str, str | None] = {}
+        for row in hours:
+            first_hour.setdefault(row.principal, row.hour)
+            tenants[row.principal] = tenants.get(row.principal) or row.tenant
+        old_enough = {
+            p: tenants[p] for p, h in first_hour.items() if h <= detect_from - t.history_s
+        }
+        progress.say(f"{len(hours):,} principal-hours of {len(first_hour):,} principals")
 
-    findings: list[Finding] = []
-    progress.stage("failed logins and throttling: bursts, spraying, storms")
-    singles = rollups.singles(events)
-    findings += auth.auth_bursts(singles, t)
-    findings += auth.throttle_storms(singles, t)
-    progress.say(f"{len(singles):,} failed logins and throttled requests")
-    progress.stage("volume spikes, denied spikes, probing, unusual hours")
-    findings += baseline.hourly_findings(hours, detect_from, t)
-    progress.stage("new or rare client networks")
-    findings += access.new_addresses(rollups.host_rows(events, detect_from), old_enough, t)
-    progress.stage("first access to a topic")
-    findings += access.first_topic_access(rollups.new_topic_rows(events, detect_from), old_enough)
+        findings: list[Finding] = []
+        progress.stage("volume spikes, denied spikes, probing, unusual hours")
+        findings += baseline.hourly_findings(hours, detect_from, t)
+        progress.stage("failed logins and throttling: bursts, spraying, storms")
+        singles = pending_singles.result()
+        findings += auth.auth_bursts(singles, t)
+        findings += auth.throttle_storms(singles, t)
+        progress.say(f"{len(singles):,} failed logins and throttled requests")
+        progress.stage("new or rare client networks")
+        findings += access.new_addresses(pending_hosts.result(), old_enough, t)
+        progress.stage("first access to a topic")
+        findings += access.first_topic_access(pending_topics.result(), old_enough)
     findings = rank(findings)
     progress.say(f"{len(findings)} findings")
-    groups.unpersist()
     prepared.unpersist()
 
     progress.stage("timelines for the report")
@@ -136,6 +146,10 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         dict(progress.timings),
         lines,
     )
+
+
+def _arrow(frame: Any) -> Any:
+    return frame.toArrow()
 
 
 def timelines(
@@ -166,8 +180,12 @@ def timelines(
     return {name: [points[h] for h in sorted(points)] for name, points in series.items()}
 
 
-def write_outputs(spark: Any, result: AnalysisResult, options: AnalyzeOptions) -> dict[str, Path]:
-    """findings.json, findings.parquet/, summary.json and report.html under ``options.out``."""
+def write_outputs(result: AnalysisResult, options: AnalyzeOptions) -> dict[str, Path]:
+    """findings.json, findings.parquet/, summary.json and report.html under ``options.out``.
+
+    The findings are few, so their Parquet is written here with pyarrow (one file in
+    the ``findings.parquet/`` directory Spark reads as a table), not by another job.
+    """
     from .report import render_report
 
     out = options.out
@@ -179,18 +197,58 @@ def write_outputs(spark: Any, result: AnalysisResult, options: AnalyzeOptions) -
         "summary": out / "summary.json",
     }
     write_findings_json(paths["json"], result.findings, meta)
-    rows = finding_rows(result.findings)
-    schema = (
-        "id string, detector string, title string, severity string, score double, "
-        "entity_type string, entity string, principal string, client_host string, "
-        "tenant string, start string, end string, summary string, evidence string"
-    )
-    frame = spark.createDataFrame([tuple(row.values()) for row in rows], schema)
-    frame.withColumn("start", frame.start.cast("timestamp")).withColumn(
-        "end", frame.end.cast("timestamp")
-    ).coalesce(1).write.mode("overwrite").parquet(str(paths["parquet"]))
+    write_findings_parquet(paths["parquet"], finding_rows(result.findings))
     paths["summary"].write_text(json.dumps(meta, indent=1) + "\n")
     if options.report:
         paths["report"] = out / "report.html"
         paths["report"].write_text(render_report(result, meta), encoding="utf-8")
     return paths
+
+
+FINDING_COLUMNS = (
+    "id",
+    "detector",
+    "title",
+    "severity",
+    "score",
+    "entity_type",
+    "entity",
+    "principal",
+    "client_host",
+    "tenant",
+    "start",
+    "end",
+    "summary",
+    "evidence",
+)
+
+
+def write_findings_parquet(directory: Path, rows: list[dict[str, Any]]) -> None:
+    """The findings as ``directory/part-0.parquet`` (``directory`` replaced)."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text = pa.string()
+    when = pa.timestamp("us", tz="UTC")
+    types = {name: text for name in FINDING_COLUMNS} | {
+        "score": pa.float64(),
+        "start": when,
+        "end": when,
+    }
+
+    def values(name: str) -> list[Any]:
+        raw = [row.get(name) for row in rows]
+        if types[name] == when:  # RFC 3339 text to microseconds since the epoch
+            return [None if v is None else round(parse_rfc3339(v) * 1_000_000) for v in raw]
+        return raw
+
+    table = pa.table(
+        [pa.array(values(name), type=types[name]) for name in FINDING_COLUMNS],
+        names=list(FINDING_COLUMNS),
+    )
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    pq.write_table(table, directory / "part-0.parquet")

@@ -4,10 +4,12 @@ A short Spark job on two cores spends as much CPU starting the JVM, loading clas
 and JIT-compiling as on the records themselves (decision 0019 has the figures), so
 the driver JVM gets:
 
-- a class-data sharing archive (CDS): the first run writes the classes it loaded to
-  ``<cache>/spark-cds/<key>.jsa`` as its JVM exits (``-XX:ArchiveClassesAtExit``,
-  about 180 MB, a second or two at exit); later runs map it
-  (``-XX:SharedArchiveFile``) and start in about half the time. The key covers the
+- a class-data sharing archive (CDS): the first ``kgw analyze`` writes the classes it
+  loaded to ``<cache>/spark-cds/<key>.jsa`` as its JVM exits
+  (``-XX:ArchiveClassesAtExit``, about 180 MB, a second or two at exit); later runs,
+  and the other Spark commands, map it (``-XX:SharedArchiveFile``) and start in about
+  half the time. An archive holds only the classes its writer loaded, so only an
+  analysis writes one (a simulation's would miss the analysis's classes). The key covers the
   Java binary, PySpark's version and jars, and these options, so a new JDK or Spark
   gets a new archive; a JVM that cannot use an archive runs without it
   (``-Xshare:auto``). ``KGW_SPARK_CDS=off`` turns the archive off; the cache root is
@@ -18,6 +20,7 @@ the driver JVM gets:
   expensive compile, the rest stays at C1 code.
 
 Only the driver JVM is touched; executors on a cluster keep the cluster's options.
+``KGW_SPARK_JAVA_OPTIONS`` adds options after these (the later of two settings wins).
 """
 
 from __future__ import annotations
@@ -91,8 +94,11 @@ def archive_key(java: Path, jars: Path | None) -> str:
     return digest.hexdigest()[:20]
 
 
-def driver_jvm(cache_dir: Path | None = None, env: Mapping[str, str] | None = None) -> DriverJvm:
-    """The driver's Java options, with the CDS archive to use or to write."""
+def driver_jvm(
+    cache_dir: Path | None = None, env: Mapping[str, str] | None = None, write: bool = True
+) -> DriverJvm:
+    """The driver's Java options, with the CDS archive to map, or (``write``) to write
+    when there is none yet."""
     environ: Mapping[str, str] = os.environ if env is None else env
     java = java_binary(environ)
     if environ.get("KGW_SPARK_CDS", "").lower() in ("off", "0", "no", "false") or java is None:
@@ -107,6 +113,8 @@ def driver_jvm(cache_dir: Path | None = None, env: Mapping[str, str] | None = No
             return DriverJvm(
                 (*TUNING, f"-XX:SharedArchiveFile={archive}", *QUIET_CDS), archive=archive
             )
+        if not write:
+            return DriverJvm(TUNING)
         writing = directory / f"{archive.stem}.{os.getpid()}.tmp"
         return DriverJvm(
             (*TUNING, f"-XX:ArchiveClassesAtExit={writing}", *QUIET_CDS),

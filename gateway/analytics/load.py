@@ -2,7 +2,10 @@
 
 Every reader returns the same columns (``records.FIELDS``) with ``ts`` as a UTC
 timestamp; a field missing from older files comes back null, a line that is not
-a record of the schema is skipped and counted.
+a record of the schema is skipped and counted. Parquet written here (``write_parquet``:
+``kgw analyze convert`` and the bulk simulator) is partitioned by day, keeps ``ts`` as
+microseconds since the epoch (``TIMESTAMP_MICROS``, not the legacy INT96) and adds the
+records' ``kgw_flags_v1`` (:mod:`.flags`); reading keeps that column too.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import flags
 from .records import FIELDS
 
 # Spark SQL types of the schema's fields (``ts`` is read as text, then parsed).
@@ -107,6 +111,8 @@ def read_logs(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
             columns.append(ts.alias("ts"))
         else:
             columns.append(F.col(name).cast(sql_type).alias(name))
+    if flags.COLUMN in present:
+        columns.append(F.col(flags.COLUMN).cast("int").alias(flags.COLUMN))
     return raw.select(*columns)
 
 
@@ -119,11 +125,22 @@ def usable(frame: Any) -> Any:
 
 def convert(spark: Any, paths: Sequence[str], out: str, fmt: str = "auto") -> tuple[int, int]:
     """Write the logs as Parquet partitioned by day; (records written, lines skipped)."""
-    from pyspark.sql import functions as F
 
     frame = read_logs(spark, paths, fmt)
-    good = usable(frame).withColumn("day", F.date_format("ts", "yyyy-MM-dd"))
-    good.write.mode("overwrite").partitionBy("day").parquet(out)
+    write_parquet(usable(frame), out)
     written = spark.read.parquet(out).count()
     total = frame.count()
     return written, total - written
+
+
+def write_parquet(records: Any, out: str) -> None:
+    """Records of the schema as Parquet, partitioned by day, with their flags; ``out``
+    is replaced. Timestamps as ``TIMESTAMP_MICROS`` (set for every session in
+    :func:`.spark.session`)."""
+    from pyspark.sql import functions as F
+
+    records.select(
+        *(name for name in FIELDS),
+        flags.expression().alias(flags.COLUMN),
+        F.date_format("ts", "yyyy-MM-dd").alias("day"),
+    ).write.mode("overwrite").partitionBy("day").parquet(out)

@@ -2,11 +2,12 @@
 
 ``principal_hours`` is the biggest: per principal, tenant and hour, numeric sums
 only (the request counts, and the lines, records and first and last second that
-bound the data, so no pass of its own finds them). It is cached and the hourly
-rows come from it. The other passes read only the columns they need (Parquet
-column pruning; the denied requests' filter is pushed to the reader too): the
-denied requests (their topics), the failed logins and throttled requests one by
-one, per principal and address, and per principal and topic. Every result
+bound the data, so no pass of its own finds them); its Arrow table gives the
+bounds and the hourly rows. The other passes read only the columns they need (Parquet
+column pruning): the denied requests (their topics), the failed logins and
+throttled requests one by one, per principal and address, and per principal and
+topic. What a record is (request, allowed, denied, login, API) is a bit test on
+its ``flags`` (:mod:`.flags`), never a string comparison per record. Every result
 reaches the driver as an Arrow table, flat and sorted there, instead of as Row
 objects packed into per-principal arrays by another Spark aggregation. Big
 aggregations keep to numeric aggregates (a string ``max()`` would make Spark
@@ -18,34 +19,33 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from . import flags
 from .detect.rows import HOUR, HostRow, HourRow, Single, TopicRow
-
-ALLOWED = ("allow", "none", "partial")  # partial: some parts were allowed
-DENIED = ("deny", "partial")
+from .flags import Flag, has
 
 
 def prepare(frame: Any) -> Any:
-    """The columns the rollups use; ``ok`` false for lines that are not records."""
+    """The columns the rollups use: the record's ``flags`` (:mod:`.flags`), its second,
+    who and where from, topics, throttle time and bytes."""
     from pyspark.sql import functions as F
 
-    ok = F.col("ts").isNotNull() & F.col("type").isin("request", "connection")
     return frame.select(
-        F.coalesce(ok, F.lit(False)).alias("ok"),
+        flags.of(frame).alias("flags"),
         F.unix_seconds("ts").alias("ts_s"),
-        "type",
-        "event",
-        "outcome",
         "principal",
         "tenant",
         "client_host",
-        "api",
         F.coalesce(F.col("topics"), F.array().cast("array<string>")).alias("topics"),
-        "decision",
         F.coalesce(F.col("throttle_ms"), F.lit(0)).alias("throttle_ms"),
         (F.coalesce(F.col("bytes_in"), F.lit(0)) + F.coalesce(F.col("bytes_out"), F.lit(0))).alias(
             "bytes"
         ),
     )
+
+
+def records(prepared: Any) -> Any:
+    """The rows of ``prepared`` that are records (not unreadable lines)."""
+    return prepared.where(has(Flag.RECORD))
 
 
 def _hour() -> Any:
@@ -64,61 +64,54 @@ def principal_hours(prepared: Any) -> Any:
     from pyspark.sql import functions as F
 
     col = F.col
-    ok = col("ok")
-    request = ok & F.coalesce(col("type") == "request", F.lit(False))
-    allowed = request & F.coalesce(col("decision").isin(*ALLOWED), F.lit(False))
-    denied = request & F.coalesce(col("decision").isin(*DENIED), F.lit(False))
+    ok = has(Flag.RECORD)
 
-    def count(condition: Any, name: str) -> Any:
-        return F.sum(F.when(condition, 1).otherwise(0)).cast("long").alias(name)
+    def count(flag: Flag, name: str) -> Any:
+        return F.sum(F.when(has(flag), 1).otherwise(0)).cast("long").alias(name)
 
     return prepared.groupBy("principal", "tenant", _hour()).agg(
         F.count("*").alias("lines"),
-        count(ok, "records"),
+        count(Flag.RECORD, "records"),
         F.min(F.when(ok, col("ts_s"))).alias("first"),
         F.max(F.when(ok, col("ts_s"))).alias("last"),
-        count(request, "total"),
-        count(allowed, "allowed"),
-        F.sum(F.when(allowed, col("bytes")).otherwise(0)).cast("long").alias("bytes"),
-        count(denied, "denied"),
+        count(Flag.REQUEST, "total"),
+        count(Flag.ALLOWED, "allowed"),
+        F.sum(F.when(has(Flag.ALLOWED), col("bytes")).otherwise(0)).cast("long").alias("bytes"),
+        count(Flag.DENIED, "denied"),
     )
 
 
 def bounds(groups: Any) -> tuple[int, int, int | None, int | None]:
-    """(lines, records, first second, last second)."""
+    """(lines, records, first second, last second) of the Arrow table of ``principal_hours``."""
+    import pyarrow.compute as pc
+
+    def total(name: str) -> int:
+        return int(pc.sum(groups.column(name)).as_py() or 0)
+
+    first = pc.min(groups.column("first")).as_py()
+    last = pc.max(groups.column("last")).as_py()
+    return total("lines"), total("records"), first, last
+
+
+def denied_topics(events: Any) -> Any:
+    """Per principal and hour, the distinct topics of denied requests (few records)."""
     from pyspark.sql import functions as F
 
-    row = groups.agg(F.sum("lines"), F.sum("records"), F.min("first"), F.max("last")).first()
-    return int(row[0] or 0), int(row[1] or 0), row[2], row[3]
-
-
-def hourly(groups: Any, events: Any) -> tuple[Any, Any]:
-    """Per principal, tenant and hour: allowed, bytes, denied, total; and per principal
-    and hour the distinct denied topics, from the few denied records (a filter Parquet
-    applies while reading), never from an ``explode`` of every record."""
-    from pyspark.sql import functions as F
-
-    counts = ("allowed", "bytes", "denied", "total")
-    per_tenant = groups.where(F.col("principal").isNotNull() & (F.col("total") > 0)).select(
-        "principal", "tenant", "hour", *counts
-    )
-    denied_topics = (
-        events.where(
-            (F.col("type") == "request")
-            & F.col("principal").isNotNull()
-            & F.col("decision").isin(*DENIED)
-        )
+    return (
+        events.where(has(Flag.DENIED) & F.col("principal").isNotNull())
         .select("principal", _hour(), F.explode("topics").alias("topic"))
         .groupBy("principal", "hour")
         .agg(F.collect_set("topic").alias("denied_topics"))
     )
-    return per_tenant, denied_topics
 
 
-def hour_rows(frames: tuple[Any, Any]) -> Iterator[HourRow]:
-    """The rows of ``hourly``, by principal then hour; a principal-hour seen under
-    two tenants is one row with the greater tenant name."""
-    per_tenant, denied = (frame.toArrow() for frame in frames)
+def hour_rows(groups: Any, denied: Any) -> Iterator[HourRow]:
+    """Per principal and hour, by principal then hour, from the Arrow tables of
+    ``principal_hours`` and ``denied_topics``: allowed, bytes, denied and total requests
+    and the denied topics; a principal-hour seen under two tenants is one row with the
+    greater tenant name."""
+    import pyarrow.compute as pc
+
     topics = {
         (principal, hour): tuple(names)
         for principal, hour, names in zip(
@@ -126,6 +119,9 @@ def hour_rows(frames: tuple[Any, Any]) -> Iterator[HourRow]:
             strict=True,
         )
     }
+    per_tenant = groups.filter(
+        pc.and_(pc.is_valid(groups.column("principal")), pc.greater(groups.column("total"), 0))
+    )
     table = per_tenant.sort_by([("principal", "ascending"), ("hour", "ascending")])
     names = ("principal", "hour", "tenant", "allowed", "bytes", "denied", "total")
     last: HourRow | None = None
@@ -164,11 +160,9 @@ def singles(events: Any) -> list[Single]:
     """Failed logins and throttled requests, one row each."""
     from pyspark.sql import functions as F
 
-    failed = (F.col("event") == "auth") & (F.col("outcome") == "failure")
-    throttled = (F.col("type") == "request") & (F.col("throttle_ms") > 0)
-    frame = events.where(failed | throttled).select(
+    frame = events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED)).select(
         "ts_s",
-        F.when(failed, "auth_failure").otherwise("throttled").alias("kind"),
+        F.when(has(Flag.AUTH_FAILURE), "auth_failure").otherwise("throttled").alias("kind"),
         "principal",
         "tenant",
         "client_host",
@@ -188,10 +182,7 @@ def host_rows(events: Any, detect_from: int) -> list[HostRow]:
     good = events.where(
         F.col("principal").isNotNull()
         & F.col("client_host").isNotNull()
-        & (
-            (F.col("event") == "auth") & (F.col("outcome") == "success")
-            | (F.col("type") == "request") & F.col("decision").isin(*ALLOWED)
-        )
+        & has(Flag.AUTH_SUCCESS | Flag.ALLOWED)
     )
     recent = F.col("ts_s") >= detect_from
     frame = good.groupBy("principal", "client_host").agg(
@@ -213,27 +204,23 @@ def new_topic_rows(events: Any, detect_from: int) -> list[TopicRow]:
     from pyspark.sql import functions as F
 
     allowed = events.where(
-        (F.col("type") == "request")
-        & F.col("decision").isin("allow", "none")
-        & (F.size("topics") > 0)
-        & F.col("principal").isNotNull()
+        has(Flag.FULLY_ALLOWED) & (F.size("topics") > 0) & F.col("principal").isNotNull()
     )
     recent = F.col("ts_s") >= detect_from
 
-    def did(api: str | None) -> Any:
-        kind = F.col("api") == api if api else ~F.col("api").isin("produce", "fetch")
-        return F.max(F.when(recent & kind, 1).otherwise(0)).alias(api or "other")
+    def did(flag: Flag, name: str) -> Any:
+        return F.max(F.when(recent & has(flag), 1).otherwise(0)).alias(name)
 
     frame = (
-        allowed.select("ts_s", "principal", "api", F.explode("topics").alias("topic"))
+        allowed.select("ts_s", "principal", "flags", F.explode("topics").alias("topic"))
         .groupBy("principal", "topic")
         .agg(
             F.min("ts_s").alias("first"),
             F.max("ts_s").alias("last"),
             F.sum(F.when(recent, 1).otherwise(0)).cast("long").alias("requests"),
-            did("produce"),
-            did("fetch"),
-            did(None),
+            did(Flag.PRODUCE, "produce"),
+            did(Flag.FETCH, "fetch"),
+            did(Flag.OTHER_API, "other"),
         )
         .where(F.col("first") >= detect_from)
     )

@@ -39,11 +39,14 @@ def session(
     app_name: str = "kgw-analyze",
     driver_memory: str = "3g",
     conf: dict[str, str] | None = None,
+    write_archive: bool = False,
 ) -> Any:
     """A SparkSession (an existing one is reused); UTC, quiet, no web UI.
 
-    A new driver JVM gets the options of :mod:`.jvm` (class-data archive, GC, JIT);
-    call :func:`stop` at the end so an archive written at exit is kept.
+    A new driver JVM gets the options of :mod:`.jvm`: it maps the class-data archive
+    when there is one; with ``write_archive`` and none yet, it writes one as it exits,
+    kept only if :func:`stop` ends the session (``kgw analyze`` does both, so the archive
+    holds the classes of an analysis).
     """
     global _launched
     try:
@@ -60,8 +63,11 @@ def session(
     # py4j chats at INFO, even at interpreter exit when the log streams may be closed.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     shuffle = str(max(4, 2 * _cores(master)))
-    jvm = driver_jvm() if SparkContext._gateway is None else None
-    java_options = "-Dlog4j2.level=ERROR" + (f" {jvm.java_options}" if jvm else "")
+    jvm = driver_jvm(write=write_archive) if SparkContext._gateway is None else None
+    extra = os.environ.get("KGW_SPARK_JAVA_OPTIONS", "").strip()  # later options win
+    java_options = " ".join(
+        part for part in ("-Dlog4j2.level=ERROR", jvm.java_options if jvm else "", extra) if part
+    )
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -69,6 +75,7 @@ def session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.shuffle.partitions", shuffle)
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
@@ -84,9 +91,13 @@ def session(
 
 
 @contextlib.contextmanager
-def running(master: str, app_name: str, driver_memory: str = "3g") -> Iterator[Any]:
+def running(
+    master: str, app_name: str, driver_memory: str = "3g", write_archive: bool = False
+) -> Iterator[Any]:
     """A session for one command, stopped (JVM and all) when the block ends."""
-    spark = session(master, app_name=app_name, driver_memory=driver_memory)
+    spark = session(
+        master, app_name=app_name, driver_memory=driver_memory, write_archive=write_archive
+    )
     try:
         yield spark
     finally:

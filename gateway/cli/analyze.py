@@ -23,10 +23,12 @@ from ..analytics.spark import DEFAULT_MASTER, Progress, SparkUnavailable
 OK, USAGE = 0, 2
 
 
-def _spark(args: argparse.Namespace, app: str) -> AbstractContextManager[Any]:
+def _spark(
+    args: argparse.Namespace, app: str, write_archive: bool = False
+) -> AbstractContextManager[Any]:
     from ..analytics.spark import running
 
-    return running(args.master, app_name=app, driver_memory=args.driver_memory)
+    return running(args.master, app, args.driver_memory, write_archive=write_archive)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -45,10 +47,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         detect_hours=args.detect_hours,
         report=not args.no_report,
     )
-    with _spark(args, "kgw-analyze") as spark:
+    with _spark(args, "kgw-analyze", write_archive=True) as spark:
         result = analyze(spark, options, progress)
         progress.stage("writing findings and the report")
-        paths = write_outputs(spark, result, options)
+        paths = write_outputs(result, options)
         progress.finish()
     print(
         f"{len(result.findings)} findings in {result.records:,} records "

@@ -44,3 +44,30 @@ def test_serve_refuses_a_broken_policy(tmp_path: Path) -> None:
         f"authorization: {{policy_dir: '{policies}'}}\n"
     )
     assert main(["serve", "--config", str(config)]) == 2
+
+
+def test_each_command_builds_only_its_own_group() -> None:
+    from gateway.cli import GROUPS, build_parser, groups_for
+
+    full = build_parser()
+    names = set(full._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    for name in names:
+        (group,) = groups_for([name, "--help"])
+        narrow = build_parser([group])
+        assert name in narrow._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert groups_for([]) == GROUPS
+    assert groups_for(["--version"]) == GROUPS
+    assert groups_for(["no-such-command"]) == GROUPS
+
+
+def test_analyze_does_not_import_the_gateway() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from gateway.cli import build_parser, groups_for; "
+        "build_parser(groups_for(['analyze', '--logs', 'x'])); "
+        "print(sorted(m for m in ('gateway.config', 'gateway.server', 'kio') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

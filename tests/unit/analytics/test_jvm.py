@@ -77,3 +77,16 @@ def test_an_unwritable_cache_falls_back_to_no_archive(tmp_path: Path, java: dict
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     assert jvm.driver_jvm(blocker, java).options == jvm.TUNING
+
+
+def test_only_a_writer_writes_an_archive(tmp_path: Path, java: dict[str, str]) -> None:
+    reader = jvm.driver_jvm(tmp_path, java, write=False)
+    assert reader.options == jvm.TUNING and reader.writing is None
+    writer = jvm.driver_jvm(tmp_path, java)
+    assert writer.writing is not None and writer.archive is not None
+    writer.writing.write_bytes(b"archive")
+    assert jvm.finish(writer)
+    assert (
+        f"-XX:SharedArchiveFile={writer.archive}"
+        in jvm.driver_jvm(tmp_path, java, write=False).options
+    )

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.analytics import rollups
+from gateway.analytics import flags, rollups
 from gateway.analytics.detect.rows import HostRow, HourRow, Single, TopicRow
 from gateway.analytics.load import read_logs
 from gateway.analytics.records import connection_record, request_record
@@ -102,10 +103,10 @@ def _hour_rows(records: list[dict[str, Any]]) -> list[HourRow]:
             continue
         row = acc[(r["principal"], _seconds(r) // HOUR * HOUR)]
         row["t"].append(r["tenant"])
-        if r["decision"] in rollups.ALLOWED:
+        if r["decision"] in flags.ALLOWED:
             row["a"] += 1
             row["b"] += (r["bytes_in"] or 0) + (r["bytes_out"] or 0)
-        if r["decision"] in rollups.DENIED:
+        if r["decision"] in flags.DENIED:
             row["d"] += 1
             row["topics"].update(r["topics"] or ())
         row["n"] += 1
@@ -148,7 +149,7 @@ def _host_rows(records: list[dict[str, Any]], detect_from: int) -> list[HostRow]
     acc: dict[tuple[str, str], list[int]] = defaultdict(list)
     for r in records:
         good = (r["event"] == "auth" and r["outcome"] == "success") or (
-            r["type"] == "request" and r["decision"] in rollups.ALLOWED
+            r["type"] == "request" and r["decision"] in flags.ALLOWED
         )
         if good and r["principal"] is not None and r["client_host"] is not None:
             acc[(r["principal"], r["client_host"])].append(_seconds(r))
@@ -215,12 +216,12 @@ def prepared(spark: Any, logs: tuple[Path, list[dict[str, Any]]]) -> Any:
 
 @pytest.fixture(scope="module")
 def events(prepared: Any) -> Any:
-    return prepared.where("ok")
+    return rollups.records(prepared)
 
 
 @pytest.fixture(scope="module")
 def groups(prepared: Any) -> Any:
-    return rollups.principal_hours(prepared).cache()
+    return rollups.principal_hours(prepared).toArrow()
 
 
 def test_bounds_count_records_and_skipped_lines(
@@ -245,7 +246,7 @@ def test_hourly_rows_match_the_records(
             r.total,
             tuple(sorted(r.denied_topics)),
         )
-        for r in rollups.hour_rows(rollups.hourly(groups, events))
+        for r in rollups.hour_rows(groups, rollups.denied_topics(events).toArrow())
     ]
     expected = _hour_rows(logs[1])
     assert got == expected
@@ -275,3 +276,52 @@ def test_address_and_topic_rows_match_the_records(
     )
     assert topics == _topic_rows(records, detect_from)
     assert topics
+
+
+def test_parquet_with_and_without_stored_flags_gives_the_same_rollups(
+    spark: Any,
+    groups: Any,
+    events: Any,
+    logs: tuple[Path, list[dict[str, Any]]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``write_parquet`` stores the flags (and microsecond timestamps); Parquet from
+    elsewhere has no flags column, and a dataset mixing both reads the same."""
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+
+    from gateway.analytics.load import usable, write_parquet
+    from gateway.analytics.records import FIELDS
+
+    root = tmp_path_factory.mktemp("parquet")
+    good = usable(read_logs(spark, [str(logs[0])], "json"))
+    first_day = F.col("ts") < F.lit(START + 24 * HOUR).cast("timestamp")
+    write_parquet(good.where(~first_day), str(root))
+    good.where(first_day).select(*FIELDS).write.parquet(str(root / "day=2026-10-30"))
+    stored = next((root / "day=2026-10-31").rglob("*.parquet"))
+    schema = pq.read_schema(stored)
+    assert schema.field("ts").type.unit == "us" and flags.COLUMN in schema.names
+
+    frame = read_logs(spark, [str(root)], "parquet")
+    assert flags.COLUMN in frame.columns
+    # The stored flags are exactly what the expression computes.
+    assert frame.where(F.col(flags.COLUMN) != flags.expression()).count() == 0
+    prepared = rollups.prepare(frame)
+    parquet_events = rollups.records(prepared)
+    assert parquet_events.count() == len(logs[1])
+
+    def hours(groups: Any, events: Any) -> list[HourRow]:
+        return [
+            replace(row, denied_topics=tuple(sorted(row.denied_topics)))
+            for row in rollups.hour_rows(groups, rollups.denied_topics(events).toArrow())
+        ]
+
+    assert hours(rollups.principal_hours(prepared).toArrow(), parquet_events) == hours(
+        groups, events
+    )
+    detect_from = START + 2 * 24 * HOUR
+    assert Counter(rollups.singles(parquet_events)) == Counter(rollups.singles(events))
+    assert rollups.host_rows(parquet_events, detect_from) == rollups.host_rows(events, detect_from)
+    assert Counter(rollups.new_topic_rows(parquet_events, detect_from)) == Counter(
+        rollups.new_topic_rows(events, detect_from)
+    )
