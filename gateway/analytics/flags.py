@@ -11,7 +11,9 @@ the same expression. A new meaning of the bits gets a new column name.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntFlag
+from pathlib import Path
 from typing import Any
 
 COLUMN = "kgw_flags_v1"
@@ -62,22 +64,47 @@ def expression() -> Any:
     return total.cast("int")
 
 
-def of(frame: Any) -> Any:
+def of(frame: Any, stored: bool | None = None) -> Any:
     """The flags column of ``frame``: the stored one when every file has it, else
     computed where missing.
 
-    Deciding costs a query, but a cheap one: Parquet's null counts let the reader skip
-    every row group that has flags throughout. A stored column alone saves the scans
-    from reading the five string columns the expression needs (about a third of each
-    pass's CPU), which a ``coalesce`` with the expression would read anyway.
+    A stored column alone saves the scans from reading the five string columns the
+    expression needs (about a third of each pass's CPU), which a ``coalesce`` with the
+    expression would read anyway. ``stored`` is whether every file has the column
+    (:func:`stored_in`); ``None`` asks Spark, a cheap query since Parquet's null counts
+    let the reader skip every row group that has flags throughout.
     """
     from pyspark.sql import functions as F
 
     if COLUMN not in frame.columns:
         return expression()
-    if frame.where(F.col(COLUMN).isNull()).limit(1).count() == 0:
-        return F.col(COLUMN)
+    if stored is None:
+        stored = frame.where(F.col(COLUMN).isNull()).limit(1).count() == 0
+    return F.col(COLUMN) if stored else _coalesced()
+
+
+def _coalesced() -> Any:
+    from pyspark.sql import functions as F
+
     return F.coalesce(F.col(COLUMN), expression())
+
+
+def stored_in(paths: Sequence[str]) -> bool | None:
+    """Whether every Parquet file under ``paths`` has the flags column, from the files'
+    footers (milliseconds where a query would take a second); ``None`` for paths that
+    are not local files (``hdfs://``, ``s3a://``)."""
+    import pyarrow.parquet as pq
+
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if "://" in raw or not path.exists():
+            return None
+        files.extend([path] if path.is_file() else sorted(path.rglob("*.parquet")))
+    try:
+        return bool(files) and all(COLUMN in pq.read_schema(f).names for f in files)
+    except (OSError, ValueError):  # unreadable here: let Spark decide (and report)
+        return None
 
 
 def has(flag: Flag, column: str = "flags") -> Any:

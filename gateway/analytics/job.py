@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import kinds, rollups
+from . import flags, kinds, rollups
 from .detect import access, auth, baseline
 from .detect.context import Thresholds
 from .detect.rows import HourRow, Single
@@ -82,7 +82,9 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
     fmt = detect_format(options.logs) if options.fmt == "auto" else options.fmt
-    prepared = rollups.parse_needed(rollups.prepare(read_logs(spark, options.logs, fmt)), fmt)
+    stored = flags.stored_in(options.logs) if fmt == "parquet" else False
+    frame = read_logs(spark, options.logs, fmt)
+    prepared = rollups.parse_needed(rollups.prepare(frame, stored), fmt)
     events = rollups.records(prepared)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
         pending_groups = pool.submit(_arrow, rollups.principal_hours(prepared))

@@ -94,20 +94,30 @@ def archive_key(java: Path, jars: Path | None) -> str:
     return digest.hexdigest()[:20]
 
 
+def archive_path(
+    cache_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """Where this machine's archive lives (whether written yet or not); ``None`` when
+    the archive is turned off or there is no java."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    java = java_binary(environ)
+    if environ.get("KGW_SPARK_CDS", "").lower() in ("off", "0", "no", "false") or java is None:
+        return None
+    return cache_root(cache_dir) / "spark-cds" / f"{archive_key(java, spark_jars())}.jsa"
+
+
 def driver_jvm(
     cache_dir: Path | None = None, env: Mapping[str, str] | None = None, write: bool = True
 ) -> DriverJvm:
     """The driver's Java options, with the CDS archive to map, or (``write``) to write
     when there is none yet."""
-    environ: Mapping[str, str] = os.environ if env is None else env
-    java = java_binary(environ)
-    if environ.get("KGW_SPARK_CDS", "").lower() in ("off", "0", "no", "false") or java is None:
+    archive = archive_path(cache_dir, env)
+    if archive is None:
         return DriverJvm(TUNING)
-    directory = cache_root(cache_dir) / "spark-cds"
+    directory = archive.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _tidy(directory)
-        archive = directory / f"{archive_key(java, spark_jars())}.jsa"
         if archive.is_file() and archive.stat().st_size > 0:
             os.utime(archive)  # in use: keeps it from being tidied away
             return DriverJvm(

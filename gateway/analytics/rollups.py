@@ -24,13 +24,14 @@ from .detect.rows import HOUR, HostRow, HourRow, Single, TopicRow
 from .flags import Flag, has
 
 
-def prepare(frame: Any) -> Any:
-    """The columns the rollups use: the record's ``flags`` (:mod:`.flags`), its second,
-    who and where from, topics, throttle time and bytes."""
+def prepare(frame: Any, flags_stored: bool | None = None) -> Any:
+    """The columns the rollups use: the record's ``flags`` (:mod:`.flags`; see
+    :func:`.flags.of` for ``flags_stored``), its second, who and where from, topics,
+    throttle time and bytes."""
     from pyspark.sql import functions as F
 
     return frame.select(
-        flags.of(frame).alias("flags"),
+        flags.of(frame, flags_stored).alias("flags"),
         F.unix_seconds("ts").alias("ts_s"),
         "principal",
         "tenant",
@@ -122,27 +123,17 @@ def hour_rows(groups: Any, denied: Any) -> Iterator[HourRow]:
     per_tenant = groups.filter(
         pc.and_(pc.is_valid(groups.column("principal")), pc.greater(groups.column("total"), 0))
     )
-    table = per_tenant.sort_by([("principal", "ascending"), ("hour", "ascending")])
-    names = ("principal", "hour", "tenant", "allowed", "bytes", "denied", "total")
-    last: HourRow | None = None
+    counts = ("allowed", "bytes", "denied", "total")
+    merged = (
+        per_tenant.group_by(["principal", "hour"])
+        .aggregate([("tenant", "max"), *((name, "sum") for name in counts)])
+        .sort_by([("principal", "ascending"), ("hour", "ascending")])
+    )
+    names = ("principal", "hour", "tenant_max", *(f"{name}_sum" for name in counts))
     for principal, hour, tenant, allowed, size, denied_n, total in zip(
-        *(table.column(name).to_pylist() for name in names), strict=True
+        *(merged.column(name).to_pylist() for name in names), strict=True
     ):
-        if last is not None and (last.principal, last.hour) == (principal, hour):
-            last = HourRow(
-                principal,
-                hour,
-                max((t for t in (last.tenant, tenant) if t is not None), default=None),
-                last.allowed + allowed,
-                last.bytes + size,
-                last.denied + denied_n,
-                last.total + total,
-                last.denied_topics,
-            )
-            continue
-        if last is not None:
-            yield last
-        last = HourRow(
+        yield HourRow(
             principal,
             hour,
             tenant,
@@ -152,8 +143,6 @@ def hour_rows(groups: Any, denied: Any) -> Iterator[HourRow]:
             total,
             topics.get((principal, hour), ()),
         )
-    if last is not None:
-        yield last
 
 
 def singles(events: Any) -> list[Single]:

@@ -105,8 +105,9 @@ def running(
 
 
 def stop(spark: Any, timeout_s: float = 120.0) -> None:
-    """Stop Spark and the driver JVM this process started, and keep the class-data
-    archive that JVM wrote as it exited (the first run on a machine writes one)."""
+    """Stop Spark and the driver JVM this process started. A JVM writing the
+    class-data archive is waited for and the archive kept; any other is left to finish
+    exiting on its own (its shutdown hooks clean up), as PySpark does at exit."""
     global _launched
     from pyspark import SparkContext
 
@@ -117,14 +118,16 @@ def stop(spark: Any, timeout_s: float = 120.0) -> None:
         return
     gateway.shutdown()
     process.stdin.close()  # Spark's gateway server exits when its stdin closes
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:  # a JVM that will not exit is killed, not waited on
-        process.kill()
-        process.wait()
+    writing = _launched is not None and _launched.writing is not None
+    if writing:
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # a JVM that will not exit is killed
+            process.kill()
+            process.wait()
     SparkContext._gateway = None
     SparkContext._jvm = None
-    if _launched is not None and finish(_launched):
+    if _launched is not None and writing and finish(_launched):
         logging.getLogger(__name__).info(
             "analytics.cds_archive_written", extra={"path": str(_launched.archive)}
         )

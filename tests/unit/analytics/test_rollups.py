@@ -302,6 +302,9 @@ def test_parquet_with_and_without_stored_flags_gives_the_same_rollups(
     schema = pq.read_schema(stored)
     assert schema.field("ts").type.unit == "us" and flags.COLUMN in schema.names
 
+    assert flags.stored_in([str(root)]) is False  # one day has no flags column
+    assert flags.stored_in([str(root / "day=2026-10-31")]) is True
+    assert flags.stored_in(["s3a://bucket/logs"]) is None  # Spark decides
     frame = read_logs(spark, [str(root)], "parquet")
     assert flags.COLUMN in frame.columns
     # The stored flags are exactly what the expression computes.
