@@ -142,9 +142,9 @@ def write_parquet(records: Any, out: str) -> None:
     :func:`.spark.session`).
 
     Within a day the records are sorted by principal, then time, and each file holds a
-    range of principals: the files are half the size of time-ordered ones (runs of the
-    same principal, tenant and address compress well), and each principal's rollups
-    come from one file, so the analysis shuffles a quarter as much.
+    range of principals: the files are about a quarter smaller than time-ordered ones
+    (runs of the same principal, tenant and address compress well), and a principal's
+    hours of a day come from one file, so each task's aggregation table stays small.
     """
     from pyspark.sql import functions as F
 
