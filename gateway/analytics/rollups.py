@@ -224,7 +224,14 @@ def new_topic_rows(events: Any, detect_from: int) -> list[TopicRow]:
 
 
 def parse_needed(prepared: Any, fmt: str) -> Any:
-    """Keep text input parsed in memory between the passes; Parquet is cheap to re-read."""
+    """Keep text input parsed in memory between the passes; Parquet is cheap to re-read.
+
+    The cache is filled here, before the passes start together: concurrent queries on
+    an empty cache would each parse the text."""
     from pyspark import StorageLevel
 
-    return prepared if fmt == "parquet" else prepared.persist(StorageLevel.MEMORY_AND_DISK)
+    if fmt == "parquet":
+        return prepared
+    cached = prepared.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.count()
+    return cached
