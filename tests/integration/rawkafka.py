@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from typing import Any, TypeVar
 
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.types import TopicName
 from kio.static.protocol import Entity
 
 from gateway.protocol.codec import decode_response, encode_request
@@ -62,3 +66,31 @@ class RawConnection:
 
     def close(self) -> None:
         self.writer.close()
+
+
+async def known_everywhere(brokers: list[tuple[str, int]], topic: str) -> None:
+    """Wait until every broker's metadata has the new topic with a leader for each
+    partition: CreateTopics returns once the controller has it, brokers learn it later."""
+    deadline = time.monotonic() + 30
+    for host, port in brokers:
+        connection = await RawConnection.open(f"{host}:{port}")
+        try:
+            while True:
+                request = MetadataRequest(
+                    topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+                answer = await connection.request(request, MetadataResponse)
+                found = [t for t in answer.topics if t.name == topic]
+                if (
+                    found
+                    and found[0].error_code == 0
+                    and found[0].partitions
+                    and all(p.leader_id >= 0 for p in found[0].partitions)
+                ):
+                    break
+                assert time.monotonic() < deadline, f"{host}:{port} never learnt {topic}"
+                await asyncio.sleep(0.2)
+        finally:
+            connection.close()

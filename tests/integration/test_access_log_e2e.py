@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -13,7 +14,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.devstack.kafka_cluster import KafkaCluster
+
 from ..conftest import GatewayFactory
+from .rawkafka import known_everywhere
 
 pytestmark = pytest.mark.integration
 REQUEST_FIELDS = {
@@ -46,7 +50,7 @@ def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_real_sessions_are_logged_and_counted(
-    gateway_factory: GatewayFactory, tmp_path: Path, topic: str
+    gateway_factory: GatewayFactory, kafka_cluster: KafkaCluster, tmp_path: Path, topic: str
 ) -> None:
     logs = tmp_path / "access"
     port = _free_port()
@@ -56,6 +60,9 @@ def test_real_sessions_are_logged_and_counted(
     )
     admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
+    # Every broker must know the topic before producing: a Produce answered "not leader"
+    # is retried by the client and rightly logged again, which would spoil the count.
+    asyncio.run(known_everywhere(list(kafka_cluster.brokers.values()), topic))
     producer = Producer(
         {"bootstrap.servers": gateway.bootstrap, "client.id": "e2e-producer", "linger.ms": 5}
     )

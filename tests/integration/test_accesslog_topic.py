@@ -10,15 +10,12 @@ import uuid
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.metadata.v12.response import MetadataResponse
-from kio.schema.types import TopicName
 
 from gateway.accesslog.topic import TopicSink
 from gateway.accesslog.writer import AccessLog
 from gateway.devstack.kafka_cluster import KafkaCluster
 
-from .rawkafka import RawConnection
+from .rawkafka import known_everywhere
 
 
 def _consume(bootstrap: str, topic: str, expected: int, seconds: float = 60) -> list[bytes]:
@@ -43,40 +40,12 @@ def _consume(bootstrap: str, topic: str, expected: int, seconds: float = 60) -> 
     return values
 
 
-async def _known_everywhere(brokers: list[tuple[str, int]], topic: str) -> None:
-    """Wait until every broker's metadata has the new topic with a leader for each
-    partition: CreateTopics returns once the controller has it, brokers learn it later."""
-    deadline = time.monotonic() + 30
-    for host, port in brokers:
-        connection = await RawConnection.open(f"{host}:{port}")
-        try:
-            while True:
-                request = MetadataRequest(
-                    topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
-                    allow_auto_topic_creation=False,
-                    include_topic_authorized_operations=False,
-                )
-                answer = await connection.request(request, MetadataResponse)
-                found = [t for t in answer.topics if t.name == topic]
-                if (
-                    found
-                    and found[0].error_code == 0
-                    and found[0].partitions
-                    and all(p.leader_id >= 0 for p in found[0].partitions)
-                ):
-                    break
-                assert time.monotonic() < deadline, f"{host}:{port} never learnt {topic}"
-                await asyncio.sleep(0.2)
-        finally:
-            connection.close()
-
-
 async def test_records_reach_the_topic(kafka_cluster: KafkaCluster) -> None:
     topic = f"kgw.access.{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
     brokers = list(kafka_cluster.brokers.values())
-    await _known_everywhere(brokers, topic)
+    await known_everywhere(brokers, topic)
     sink = TopicSink(topic, lambda: brokers, batch_max_bytes=4096)
     access = AccessLog([sink], queue_size=10_000, report_interval_s=3600)
     writer = asyncio.create_task(access.run())
