@@ -87,9 +87,9 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     prepared = rollups.parse_needed(rollups.prepare(frame, stored), fmt)
     events = rollups.records(prepared)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
-        pending_groups = pool.submit(_arrow, rollups.principal_hours(prepared))
+        pending_groups = pool.submit(rollups.principal_hours(prepared).toArrow)
         pending_singles = pool.submit(rollups.singles, events)
-        pending_denied = pool.submit(_arrow, rollups.denied_topics(events))
+        pending_denied = pool.submit(rollups.denied_topics(events).toArrow)
         groups = pending_groups.result()
         total, records, data_start, data_end = rollups.bounds(groups)
         if not records or data_start is None or data_end is None:
@@ -148,10 +148,6 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         dict(progress.timings),
         lines,
     )
-
-
-def _arrow(frame: Any) -> Any:
-    return frame.toArrow()
 
 
 def timelines(

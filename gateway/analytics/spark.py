@@ -127,7 +127,7 @@ def stop(spark: Any, timeout_s: float = 120.0) -> None:
             process.wait()
     SparkContext._gateway = None
     SparkContext._jvm = None
-    if _launched is not None and writing and finish(_launched):
+    if writing and _launched is not None and finish(_launched):
         logging.getLogger(__name__).info(
             "analytics.cds_archive_written", extra={"path": str(_launched.archive)}
         )
