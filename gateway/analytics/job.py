@@ -1,9 +1,9 @@
 """``kgw analyze``: the Spark job that reads access logs and writes findings.
 
-Stages: roll the records up per principal, tenant and hour in Spark (the bounds of
-the data come with it), the failed logins and throttled requests, per address and
-per topic (narrow passes collected as Arrow tables, several at once), run the
-detectors, then write ``findings.json``, ``findings.parquet/``, ``summary.json`` and
+Stages: roll the records up in Spark per principal, tenant, hour and address (the
+bounds of the data come with it), per principal, hour and topic, and keep the failed
+logins and throttled requests (three passes at once, collected as Arrow tables), run
+the detectors, then write ``findings.json``, ``findings.parquet/``, ``summary.json`` and
 ``report.html`` under ``--out``. Each stage logs a progress line.
 """
 
@@ -73,11 +73,11 @@ class AnalysisResult:
 def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> AnalysisResult:
     """Roll the records up in Spark, then run every detector on the rolled-up rows.
 
-    The Spark queries run from a small thread pool, so Spark fills the cores while
-    Python turns earlier results into rows and runs detectors (and a query's last
-    tasks overlap the next one's first): the per-principal-hour rollup, the failed
-    logins and the denied topics at once; the per-address and per-topic passes once
-    the bounds give the detection window.
+    The three Spark queries (:mod:`.rollups`) are submitted at once from a small thread
+    pool, so Spark fills the cores while Python turns earlier results into rows and
+    runs detectors (and a query's last tasks overlap the next one's first). None waits
+    for the detection window: they group by hour, and the window is applied to their
+    Arrow tables.
     """
     t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
@@ -88,8 +88,8 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     events = rollups.records(prepared)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
         pending_groups = pool.submit(rollups.principal_hours(prepared).toArrow)
+        pending_topics = pool.submit(rollups.topic_hours(events).toArrow)
         pending_singles = pool.submit(rollups.singles, events)
-        pending_denied = pool.submit(rollups.denied_topics(events).toArrow)
         groups = pending_groups.result()
         total, records, data_start, data_end = rollups.bounds(groups)
         if not records or data_start is None or data_end is None:
@@ -99,8 +99,6 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         # The detection window starts on the hour: the last ``detect_hours``, rounded up.
         detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
         detect_from = max(detect_from, data_start)
-        pending_hosts = pool.submit(rollups.host_rows, events, detect_from)
-        pending_topics = pool.submit(rollups.new_topic_rows, events, detect_from)
         progress.say(
             f"{records:,} records from {rfc3339_ms(data_start * 1000)} to "
             f"{rfc3339_ms(data_end * 1000)}; findings from {rfc3339_ms(detect_from * 1000)}"
@@ -108,7 +106,8 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         )
 
         progress.stage("rolling up per principal and hour")
-        hours = list(rollups.hour_rows(groups, pending_denied.result()))
+        topics = pending_topics.result()
+        hours = list(rollups.hour_rows(groups, topics))
         first_hour: dict[str, int] = {}
         tenants: dict[str, str | None] = {}
         for row in hours:
@@ -128,9 +127,11 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         findings += auth.throttle_storms(singles, t)
         progress.say(f"{len(singles):,} failed logins and throttled requests")
         progress.stage("new or rare client networks")
-        findings += access.new_addresses(pending_hosts.result(), old_enough, t)
+        findings += access.new_addresses(rollups.host_rows(groups, detect_from), old_enough, t)
         progress.stage("first access to a topic")
-        findings += access.first_topic_access(pending_topics.result(), old_enough)
+        findings += access.first_topic_access(
+            rollups.new_topic_rows(topics, detect_from), old_enough
+        )
     findings = rank(findings)
     progress.say(f"{len(findings)} findings")
     prepared.unpersist()

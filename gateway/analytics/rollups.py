@@ -1,17 +1,21 @@
-"""The Spark side of ``kgw analyze``: a few aggregations, collected as Arrow tables.
+"""The Spark side of ``kgw analyze``: three passes, collected as Arrow tables.
 
-``principal_hours`` is the biggest: per principal, tenant and hour, numeric sums
-only (the request counts, and the lines, records and first and last second that
-bound the data, so no pass of its own finds them); its Arrow table gives the
-bounds and the hourly rows. The other passes read only the columns they need (Parquet
-column pruning): the denied requests (their topics), the failed logins and
-throttled requests one by one, per principal and address, and per principal and
-topic. What a record is (request, allowed, denied, login, API) is a bit test on
-its ``flags`` (:mod:`.flags`), never a string comparison per record. Every result
-reaches the driver as an Arrow table, flat and sorted there, instead of as Row
-objects packed into per-principal arrays by another Spark aggregation. Big
-aggregations keep to numeric aggregates (a string ``max()`` would make Spark
-sort every record).
+``principal_hours`` is the biggest: per principal, tenant, hour and address of the
+successful logins and allowed requests, numeric sums only (the request counts, and
+the lines, records and first and last second that bound the data, so no pass of its
+own finds them); its Arrow table gives the bounds, the hourly rows and the
+per-address rows. ``topic_hours`` explodes the topics of the fully allowed and the
+denied requests, per principal, hour and topic: the denied topics of each hour and
+each principal's first use of a topic come from it. ``singles`` keeps the failed
+logins and throttled requests one by one. Grouping by hour, not by "before or in the
+detection window", lets every pass start at once: the window is only known from the
+bounds, and is applied to the hourly tables in Arrow. Each pass reads only the
+columns it needs (Parquet column pruning). What a record is (request, allowed,
+denied, login, API) is a bit test on its ``flags`` (:mod:`.flags`), never a string
+comparison per record. Every result reaches the driver as an Arrow table, flat and
+merged there, instead of as Row objects packed into arrays by another Spark
+aggregation. The aggregations keep to numeric aggregates (a string ``max()`` would
+make Spark sort every record).
 """
 
 from __future__ import annotations
@@ -56,21 +60,32 @@ def _hour() -> Any:
 
 
 def principal_hours(prepared: Any) -> Any:
-    """Per principal, tenant and hour, numeric sums only (the biggest rollup).
+    """Per principal, tenant, hour and *good address*, numeric sums only (the biggest
+    rollup, and the only pass over every record's who and where).
 
     ``lines``/``records``/``first``/``last`` give the bounds of the data, so no
     separate pass is needed for them; ``total``, ``allowed``, ``bytes`` and
-    ``denied`` count the requests. Only numeric aggregates: Spark hashes, never sorts.
+    ``denied`` count the requests. ``host`` is the client address of the successful
+    logins and allowed requests that have a principal and an address, null for every
+    other record: the groups with a ``host`` are what :func:`host_rows` needs, by hour,
+    so no pass waits for the detection window. Only numeric aggregates: Spark hashes,
+    never sorts.
     """
     from pyspark.sql import functions as F
 
     col = F.col
     ok = has(Flag.RECORD)
+    good = (
+        has(Flag.AUTH_SUCCESS | Flag.ALLOWED)
+        & col("principal").isNotNull()
+        & col("client_host").isNotNull()
+    )
 
     def count(flag: Flag, name: str) -> Any:
         return F.sum(F.when(has(flag), 1).otherwise(0)).cast("long").alias(name)
 
-    return prepared.groupBy("principal", "tenant", _hour()).agg(
+    host = F.when(good, col("client_host")).alias("host")
+    return prepared.groupBy("principal", "tenant", _hour(), host).agg(
         F.count("*").alias("lines"),
         count(Flag.RECORD, "records"),
         F.min(F.when(ok, col("ts_s"))).alias("first"),
@@ -94,32 +109,55 @@ def bounds(groups: Any) -> tuple[int, int, int | None, int | None]:
     return total("lines"), total("records"), first, last
 
 
-def denied_topics(events: Any) -> Any:
-    """Per principal and hour, the distinct topics of denied requests (few records)."""
+API_BITS = Flag.PRODUCE | Flag.FETCH | Flag.OTHER_API
+
+
+def topic_hours(events: Any) -> Any:
+    """Per principal, hour and topic of the fully allowed and the denied requests: the
+    fully allowed ones (``allowed``), their first and last second and the APIs they
+    used (``apis``, the :class:`.Flag` API bits), and the denied ones (``denied``).
+
+    One pass serves the denied topics per hour (:func:`hour_rows`) and the first access
+    to a topic (:func:`new_topic_rows`); by hour, so it does not wait for the window.
+    A topic named twice in a request counts twice, as the request touched it twice."""
     from pyspark.sql import functions as F
 
+    col = F.col
+    allowed = has(Flag.FULLY_ALLOWED)
     return (
-        events.where(has(Flag.DENIED) & F.col("principal").isNotNull())
-        .select("principal", _hour(), F.explode("topics").alias("topic"))
-        .groupBy("principal", "hour")
-        .agg(F.collect_set("topic").alias("denied_topics"))
+        events.where(
+            has(Flag.FULLY_ALLOWED | Flag.DENIED)
+            & col("principal").isNotNull()
+            & (F.size("topics") > 0)
+        )
+        .select("ts_s", "principal", "flags", _hour(), F.explode("topics").alias("topic"))
+        .groupBy("principal", "hour", "topic")
+        .agg(
+            F.sum(F.when(allowed, 1).otherwise(0)).cast("long").alias("allowed"),
+            F.min(F.when(allowed, col("ts_s"))).alias("first"),
+            F.max(F.when(allowed, col("ts_s"))).alias("last"),
+            F.bit_or(F.when(allowed, col("flags").bitwiseAND(F.lit(int(API_BITS))))).alias("apis"),
+            F.sum(F.when(has(Flag.DENIED), 1).otherwise(0)).cast("long").alias("denied"),
+        )
     )
 
 
-def hour_rows(groups: Any, denied: Any) -> Iterator[HourRow]:
+def hour_rows(groups: Any, topics: Any) -> Iterator[HourRow]:
     """Per principal and hour, by principal then hour, from the Arrow tables of
-    ``principal_hours`` and ``denied_topics``: allowed, bytes, denied and total requests
-    and the denied topics; a principal-hour seen under two tenants is one row with the
-    greater tenant name."""
+    ``principal_hours`` and ``topic_hours``: allowed, bytes, denied and total requests
+    and the denied topics (sorted); a principal-hour seen under two tenants (or from
+    several addresses) is one row, with the greater tenant name."""
     import pyarrow.compute as pc
 
-    topics = {
-        (principal, hour): tuple(names)
-        for principal, hour, names in zip(
-            *(denied.column(name).to_pylist() for name in ("principal", "hour", "denied_topics")),
-            strict=True,
-        )
-    }
+    denied = topics.filter(pc.greater(topics.column("denied"), 0)).sort_by(
+        [("principal", "ascending"), ("hour", "ascending"), ("topic", "ascending")]
+    )
+    denied_topics: dict[tuple[str, int], list[str]] = {}
+    for principal, hour, topic in zip(
+        *(denied.column(name).to_pylist() for name in ("principal", "hour", "topic")),
+        strict=True,
+    ):
+        denied_topics.setdefault((principal, hour), []).append(topic)
     per_tenant = groups.filter(
         pc.and_(pc.is_valid(groups.column("principal")), pc.greater(groups.column("total"), 0))
     )
@@ -141,7 +179,7 @@ def hour_rows(groups: Any, denied: Any) -> Iterator[HourRow]:
             size,
             denied_n,
             total,
-            topics.get((principal, hour), ()),
+            tuple(denied_topics.get((principal, hour), ())),
         )
 
 
@@ -164,62 +202,106 @@ def singles(events: Any) -> list[Single]:
     ]
 
 
-def host_rows(events: Any, detect_from: int) -> list[HostRow]:
-    """Per principal and address: successful logins and allowed requests, before and after."""
-    from pyspark.sql import functions as F
+def _window(table: Any, detect_from: int) -> Any:
+    """Whether each row's hour is in the detection window that starts at ``detect_from``.
 
-    good = events.where(
-        F.col("principal").isNotNull()
-        & F.col("client_host").isNotNull()
-        & has(Flag.AUTH_SUCCESS | Flag.ALLOWED)
+    The job starts the window on the hour, or at the first record when that is later
+    (then every hour is in it), so an hour is in it when it starts at or after the hour
+    ``detect_from`` falls in. A window starting inside an hour after the first record
+    is not one the hourly tables can give."""
+    import pyarrow.compute as pc
+
+    return pc.greater_equal(table.column("hour"), detect_from // HOUR * HOUR)
+
+
+def host_rows(groups: Any, detect_from: int) -> list[HostRow]:
+    """Per principal and address, from the Arrow table of ``principal_hours``:
+    successful logins and allowed requests before and in the window, by principal then
+    address."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    good = groups.filter(pc.is_valid(groups.column("host")))
+    recent = _window(good, detect_from)
+    records = good.column("records")
+    zero = pa.scalar(0, records.type)
+    table = (
+        pa.table(
+            {
+                "principal": good.column("principal"),
+                "host": good.column("host"),
+                "base": pc.if_else(recent, zero, records),
+                "seen": pc.if_else(recent, records, zero),
+                "first": pc.if_else(recent, good.column("first"), None),
+                "last": good.column("last"),
+            }
+        )
+        .group_by(["principal", "host"])
+        .aggregate([("base", "sum"), ("seen", "sum"), ("first", "min"), ("last", "max")])
+        .sort_by([("principal", "ascending"), ("host", "ascending")])
     )
-    recent = F.col("ts_s") >= detect_from
-    frame = good.groupBy("principal", "client_host").agg(
-        F.sum(F.when(recent, 0).otherwise(1)).cast("long").alias("base"),
-        F.sum(F.when(recent, 1).otherwise(0)).cast("long").alias("seen"),
-        F.min(F.when(recent, F.col("ts_s"))).alias("first"),
-        F.max("ts_s").alias("last"),
-    )
-    table = frame.toArrow().sort_by([("principal", "ascending"), ("client_host", "ascending")])
-    names = ("principal", "client_host", "base", "seen", "first", "last")
+    names = ("principal", "host", "base_sum", "seen_sum", "first_min", "last_max")
     return [
         HostRow(*values)
         for values in zip(*(table.column(name).to_pylist() for name in names), strict=True)
     ]
 
 
-def new_topic_rows(events: Any, detect_from: int) -> list[TopicRow]:
-    """Topics each principal was first allowed to use in the detection window."""
-    from pyspark.sql import functions as F
+def new_topic_rows(topics: Any, detect_from: int) -> list[TopicRow]:
+    """Topics each principal was first allowed to use in the detection window, from the
+    Arrow table of ``topic_hours``, by principal then topic."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    allowed = events.where(
-        has(Flag.FULLY_ALLOWED) & (F.size("topics") > 0) & F.col("principal").isNotNull()
-    )
-    recent = F.col("ts_s") >= detect_from
+    allowed = topics.filter(pc.greater(topics.column("allowed"), 0))
+    recent = _window(allowed, detect_from)
+    apis = pc.if_else(recent, allowed.column("apis"), pa.scalar(0, allowed.column("apis").type))
 
-    def did(flag: Flag, name: str) -> Any:
-        return F.max(F.when(recent & has(flag), 1).otherwise(0)).alias(name)
+    def used(flag: Flag) -> Any:
+        return pc.not_equal(pc.bit_wise_and(apis, pa.scalar(int(flag), apis.type)), 0)
 
-    frame = (
-        allowed.select("ts_s", "principal", "flags", F.explode("topics").alias("topic"))
-        .groupBy("principal", "topic")
-        .agg(
-            F.min("ts_s").alias("first"),
-            F.max("ts_s").alias("last"),
-            F.sum(F.when(recent, 1).otherwise(0)).cast("long").alias("requests"),
-            did(Flag.PRODUCE, "produce"),
-            did(Flag.FETCH, "fetch"),
-            did(Flag.OTHER_API, "other"),
+    counts = allowed.column("allowed")
+    table = (
+        pa.table(
+            {
+                "principal": allowed.column("principal"),
+                "topic": allowed.column("topic"),
+                "first": allowed.column("first"),
+                "last": allowed.column("last"),
+                "requests": pc.if_else(recent, counts, pa.scalar(0, counts.type)),
+                "produce": used(Flag.PRODUCE),
+                "fetch": used(Flag.FETCH),
+                "other": used(Flag.OTHER_API),
+            }
         )
-        .where(F.col("first") >= detect_from)
+        .group_by(["principal", "topic"])
+        .aggregate(
+            [
+                ("first", "min"),
+                ("last", "max"),
+                ("requests", "sum"),
+                ("produce", "any"),
+                ("fetch", "any"),
+                ("other", "any"),
+            ]
+        )
     )
-    table = frame.toArrow()
-    names = ("principal", "topic", "first", "last", "requests", "produce", "fetch", "other")
+    table = table.filter(pc.greater_equal(table.column("first_min"), detect_from)).sort_by(
+        [("principal", "ascending"), ("topic", "ascending")]
+    )
+    names = (
+        "principal",
+        "topic",
+        "first_min",
+        "last_max",
+        "requests_sum",
+        "produce_any",
+        "fetch_any",
+        "other_any",
+    )
     return [
-        TopicRow(p, topic, int(first), int(last), int(requests), bool(pr), bool(fe), bool(ot))
-        for p, topic, first, last, requests, pr, fe, ot in zip(
-            *(table.column(name).to_pylist() for name in names), strict=True
-        )
+        TopicRow(*values)
+        for values in zip(*(table.column(name).to_pylist() for name in names), strict=True)
     ]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter, defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +223,11 @@ def groups(prepared: Any) -> Any:
     return rollups.principal_hours(prepared).toArrow()
 
 
+@pytest.fixture(scope="module")
+def topics(events: Any) -> Any:
+    return rollups.topic_hours(events).toArrow()
+
+
 def test_bounds_count_records_and_skipped_lines(
     groups: Any, logs: tuple[Path, list[dict[str, Any]]]
 ) -> None:
@@ -233,21 +237,9 @@ def test_bounds_count_records_and_skipped_lines(
 
 
 def test_hourly_rows_match_the_records(
-    groups: Any, events: Any, logs: tuple[Path, list[dict[str, Any]]]
+    groups: Any, topics: Any, logs: tuple[Path, list[dict[str, Any]]]
 ) -> None:
-    got = [
-        HourRow(
-            r.principal,
-            r.hour,
-            r.tenant,
-            r.allowed,
-            r.bytes,
-            r.denied,
-            r.total,
-            tuple(sorted(r.denied_topics)),
-        )
-        for r in rollups.hour_rows(groups, rollups.denied_topics(events).toArrow())
-    ]
+    got = list(rollups.hour_rows(groups, topics))
     expected = _hour_rows(logs[1])
     assert got == expected
     assert any(r.denied_topics for r in got) and any(r.bytes for r in got)
@@ -262,25 +254,24 @@ def test_singles_match_the_records(events: Any, logs: tuple[Path, list[dict[str,
 
 @pytest.mark.parametrize("window", ["on the hour", "from the first record"])
 def test_address_and_topic_rows_match_the_records(
-    groups: Any, events: Any, logs: tuple[Path, list[dict[str, Any]]], window: str
+    groups: Any, topics: Any, logs: tuple[Path, list[dict[str, Any]]], window: str
 ) -> None:
     records = logs[1]
     start = min(_seconds(r) for r in records)
     # The job's window starts on an hour, or at the first record when that is later.
     detect_from = START + 2 * 24 * HOUR if window == "on the hour" else start
-    hosts = rollups.host_rows(events, detect_from)
+    hosts = rollups.host_rows(groups, detect_from)
     assert hosts == _host_rows(records, detect_from)
     assert any(h.base for h in hosts) or window != "on the hour"
-    topics = sorted(
-        rollups.new_topic_rows(events, detect_from), key=lambda r: (r.principal, r.topic)
-    )
-    assert topics == _topic_rows(records, detect_from)
-    assert topics
+    new_topics = rollups.new_topic_rows(topics, detect_from)
+    assert new_topics == _topic_rows(records, detect_from)
+    assert new_topics
 
 
 def test_parquet_with_and_without_stored_flags_gives_the_same_rollups(
     spark: Any,
     groups: Any,
+    topics: Any,
     events: Any,
     logs: tuple[Path, list[dict[str, Any]]],
     tmp_path_factory: pytest.TempPathFactory,
@@ -313,18 +304,14 @@ def test_parquet_with_and_without_stored_flags_gives_the_same_rollups(
     parquet_events = rollups.records(prepared)
     assert parquet_events.count() == len(logs[1])
 
-    def hours(groups: Any, events: Any) -> list[HourRow]:
-        return [
-            replace(row, denied_topics=tuple(sorted(row.denied_topics)))
-            for row in rollups.hour_rows(groups, rollups.denied_topics(events).toArrow())
-        ]
-
-    assert hours(rollups.principal_hours(prepared).toArrow(), parquet_events) == hours(
-        groups, events
+    parquet_groups = rollups.principal_hours(prepared).toArrow()
+    parquet_topics = rollups.topic_hours(parquet_events).toArrow()
+    assert list(rollups.hour_rows(parquet_groups, parquet_topics)) == list(
+        rollups.hour_rows(groups, topics)
     )
     detect_from = START + 2 * 24 * HOUR
     assert Counter(rollups.singles(parquet_events)) == Counter(rollups.singles(events))
-    assert rollups.host_rows(parquet_events, detect_from) == rollups.host_rows(events, detect_from)
-    assert Counter(rollups.new_topic_rows(parquet_events, detect_from)) == Counter(
-        rollups.new_topic_rows(events, detect_from)
+    assert rollups.host_rows(parquet_groups, detect_from) == rollups.host_rows(groups, detect_from)
+    assert rollups.new_topic_rows(parquet_topics, detect_from) == rollups.new_topic_rows(
+        topics, detect_from
     )
