@@ -107,7 +107,7 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
 
         progress.stage("rolling up per principal and hour")
         topics = pending_topics.result()
-        hours = list(rollups.hour_rows(groups, topics))
+        hours = rollups.hour_rows(groups, topics)
         first_hour: dict[str, int] = {}
         tenants: dict[str, str | None] = {}
         for row in hours:

@@ -20,7 +20,6 @@ make Spark sort every record).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from . import flags
@@ -142,7 +141,7 @@ def topic_hours(events: Any) -> Any:
     )
 
 
-def hour_rows(groups: Any, topics: Any) -> Iterator[HourRow]:
+def hour_rows(groups: Any, topics: Any) -> list[HourRow]:
     """Per principal and hour, by principal then hour, from the Arrow tables of
     ``principal_hours`` and ``topic_hours``: allowed, bytes, denied and total requests
     and the denied topics (sorted); a principal-hour seen under two tenants (or from
@@ -152,12 +151,13 @@ def hour_rows(groups: Any, topics: Any) -> Iterator[HourRow]:
     denied = topics.filter(pc.greater(topics.column("denied"), 0)).sort_by(
         [("principal", "ascending"), ("hour", "ascending"), ("topic", "ascending")]
     )
-    denied_topics: dict[tuple[str, int], list[str]] = {}
+    names_of: dict[tuple[str, int], list[str]] = {}
     for principal, hour, topic in zip(
         *(denied.column(name).to_pylist() for name in ("principal", "hour", "topic")),
         strict=True,
     ):
-        denied_topics.setdefault((principal, hour), []).append(topic)
+        names_of.setdefault((principal, hour), []).append(topic)
+    denied_topics = {key: tuple(names) for key, names in names_of.items()}
     per_tenant = groups.filter(
         pc.and_(pc.is_valid(groups.column("principal")), pc.greater(groups.column("total"), 0))
     )
@@ -168,10 +168,8 @@ def hour_rows(groups: Any, topics: Any) -> Iterator[HourRow]:
         .sort_by([("principal", "ascending"), ("hour", "ascending")])
     )
     names = ("principal", "hour", "tenant_max", *(f"{name}_sum" for name in counts))
-    for principal, hour, tenant, allowed, size, denied_n, total in zip(
-        *(merged.column(name).to_pylist() for name in names), strict=True
-    ):
-        yield HourRow(
+    return [
+        HourRow(
             principal,
             hour,
             tenant,
@@ -179,8 +177,12 @@ def hour_rows(groups: Any, topics: Any) -> Iterator[HourRow]:
             size,
             denied_n,
             total,
-            tuple(denied_topics.get((principal, hour), ())),
+            denied_topics.get((principal, hour), ()),
         )
+        for principal, hour, tenant, allowed, size, denied_n, total in zip(
+            *(merged.column(name).to_pylist() for name in names), strict=True
+        )
+    ]
 
 
 def singles(events: Any) -> list[Single]:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAD_SCALE = 1.4826  # makes the MAD comparable to a standard deviation for normal data
 HOUR = 3600
 
 
-@dataclass(frozen=True, slots=True)
-class HourRow:
-    """One principal's requests in one clock hour."""
+class HourRow(NamedTuple):
+    """One principal's requests in one clock hour (a named tuple: a job makes hundreds of
+    thousands, and a tuple is made in half the time of a frozen dataclass)."""
 
     principal: str
     hour: int  # epoch seconds at the start of the hour
@@ -24,9 +25,8 @@ class HourRow:
     denied_topics: tuple[str, ...] = ()  # distinct topics denied in the hour
 
 
-@dataclass(frozen=True, slots=True)
-class Single:
-    """A failed login or a throttled request, one by one."""
+class Single(NamedTuple):
+    """A failed login or a throttled request, one by one (a named tuple, as ``HourRow``)."""
 
     ts: int
     kind: str  # auth_failure | throttled
