@@ -80,9 +80,11 @@ def severity_at_least(level: str, floor: str) -> bool:
 
 
 def rank(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first, then the furthest past its threshold, then the earliest."""
+    """Most severe first, then the furthest past its threshold, then the earliest (then
+    by entity and detector, so the order does not depend on the detectors' order)."""
     return sorted(
-        findings, key=lambda f: (-SEVERITIES.index(f.severity), -f.score, f.start, f.entity)
+        findings,
+        key=lambda f: (-SEVERITIES.index(f.severity), -f.score, f.start, f.entity, f.detector),
     )
 
 

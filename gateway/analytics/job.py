@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import flags, kinds, rollups
 from .detect import access, auth, baseline
@@ -23,10 +24,11 @@ from .detect.rows import HourRow, Single
 from .findings import Finding, finding_rows, rank, write_findings_json
 from .load import LogInputError, detect_format, read_logs
 from .records import parse_rfc3339, rfc3339_ms
-from .spark import Progress
+from .spark import FIRST, LATER, Progress, in_pool
 
 HOUR = 3600
 STAGES = 7
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +76,10 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     """Roll the records up in Spark, then run every detector on the rolled-up rows.
 
     The three Spark queries (:mod:`.rollups`) are submitted at once from a small thread
-    pool, so Spark fills the cores while Python turns earlier results into rows and
-    runs detectors (and a query's last tasks overlap the next one's first). None waits
-    for the detection window: they group by hour, and the window is applied to their
-    Arrow tables.
+    pool; none waits for the detection window (they group by hour, and the window is
+    applied to their Arrow tables). The failed logins and the per-principal-hour rollup
+    run in Spark's first scheduler pool, the per-topic pass in the later one, so Python
+    runs the detectors on the first two results while Spark still works on the third.
     """
     t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
@@ -87,9 +89,20 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     prepared = rollups.parse_needed(rollups.prepare(frame, stored), fmt)
     events = rollups.records(prepared)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
-        pending_groups = pool.submit(rollups.principal_hours(prepared).toArrow)
-        pending_topics = pool.submit(rollups.topic_hours(events).toArrow)
-        pending_singles = pool.submit(rollups.singles, events)
+
+        def submit(pool_name: str, action: Callable[[], R]) -> Future[R]:
+            return pool.submit(in_pool(spark, pool_name, action))
+
+        pending_singles = submit(FIRST, lambda: rollups.singles(events))
+        pending_groups = submit(FIRST, rollups.principal_hours(prepared).toArrow)
+        pending_topics = submit(LATER, rollups.topic_hours(events).toArrow)
+
+        progress.stage("failed logins and throttling: bursts, spraying, storms")
+        singles = pending_singles.result()
+        findings = auth.auth_bursts(singles, t) + auth.throttle_storms(singles, t)
+        progress.say(f"{len(singles):,} failed logins and throttled requests")
+
+        progress.stage("rolling up per principal and hour")
         groups = pending_groups.result()
         total, records, data_start, data_end = rollups.bounds(groups)
         if not records or data_start is None or data_end is None:
@@ -104,10 +117,7 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
             f"{rfc3339_ms(data_end * 1000)}; findings from {rfc3339_ms(detect_from * 1000)}"
             + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
         )
-
-        progress.stage("rolling up per principal and hour")
-        topics = pending_topics.result()
-        hours = rollups.hour_rows(groups, topics)
+        hours = rollups.hour_rows(groups)
         first_hour: dict[str, int] = {}
         tenants: dict[str, str | None] = {}
         for row in hours:
@@ -118,17 +128,16 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         }
         progress.say(f"{len(hours):,} principal-hours of {len(first_hour):,} principals")
 
-        findings: list[Finding] = []
-        progress.stage("volume spikes, denied spikes, probing, unusual hours")
-        findings += baseline.hourly_findings(hours, detect_from, t)
-        progress.stage("failed logins and throttling: bursts, spraying, storms")
-        singles = pending_singles.result()
-        findings += auth.auth_bursts(singles, t)
-        findings += auth.throttle_storms(singles, t)
-        progress.say(f"{len(singles):,} failed logins and throttled requests")
+        progress.stage("volume spikes, denied spikes, unusual hours")
+        periods = baseline.periods(hours, detect_from, t)
+        findings += baseline.hourly_findings(periods, t)
         progress.stage("new or rare client networks")
         findings += access.new_addresses(rollups.host_rows(groups, detect_from), old_enough, t)
-        progress.stage("first access to a topic")
+
+        progress.stage("topic probing and first access to a topic")
+        topics = pending_topics.result()
+        denied = rollups.denied_topics(topics)
+        findings += baseline.probing_findings(periods, denied, detect_from, t)
         findings += access.first_topic_access(
             rollups.new_topic_rows(topics, detect_from), old_enough
         )

@@ -116,7 +116,7 @@ def topic_hours(events: Any) -> Any:
     fully allowed ones (``allowed``), their first and last second and the APIs they
     used (``apis``, the :class:`.Flag` API bits), and the denied ones (``denied``).
 
-    One pass serves the denied topics per hour (:func:`hour_rows`) and the first access
+    One pass serves the denied topics per hour (:func:`denied_topics`) and the first access
     to a topic (:func:`new_topic_rows`); by hour, so it does not wait for the window.
     A topic named twice in a request counts twice, as the request touched it twice."""
     from pyspark.sql import functions as F
@@ -141,23 +141,13 @@ def topic_hours(events: Any) -> Any:
     )
 
 
-def hour_rows(groups: Any, topics: Any) -> list[HourRow]:
-    """Per principal and hour, by principal then hour, from the Arrow tables of
-    ``principal_hours`` and ``topic_hours``: allowed, bytes, denied and total requests
-    and the denied topics (sorted); a principal-hour seen under two tenants (or from
-    several addresses) is one row, with the greater tenant name."""
+def hour_rows(groups: Any) -> list[HourRow]:
+    """Per principal and hour, by principal then hour, from the Arrow table of
+    ``principal_hours``: allowed, bytes, denied and total requests; a principal-hour seen
+    under two tenants (or from several addresses) is one row, with the greater tenant
+    name."""
     import pyarrow.compute as pc
 
-    denied = topics.filter(pc.greater(topics.column("denied"), 0)).sort_by(
-        [("principal", "ascending"), ("hour", "ascending"), ("topic", "ascending")]
-    )
-    names_of: dict[tuple[str, int], list[str]] = {}
-    for principal, hour, topic in zip(
-        *(denied.column(name).to_pylist() for name in ("principal", "hour", "topic")),
-        strict=True,
-    ):
-        names_of.setdefault((principal, hour), []).append(topic)
-    denied_topics = {key: tuple(names) for key, names in names_of.items()}
     per_tenant = groups.filter(
         pc.and_(pc.is_valid(groups.column("principal")), pc.greater(groups.column("total"), 0))
     )
@@ -169,20 +159,26 @@ def hour_rows(groups: Any, topics: Any) -> list[HourRow]:
     )
     names = ("principal", "hour", "tenant_max", *(f"{name}_sum" for name in counts))
     return [
-        HourRow(
-            principal,
-            hour,
-            tenant,
-            allowed,
-            size,
-            denied_n,
-            total,
-            denied_topics.get((principal, hour), ()),
-        )
-        for principal, hour, tenant, allowed, size, denied_n, total in zip(
-            *(merged.column(name).to_pylist() for name in names), strict=True
-        )
+        HourRow(*values)
+        for values in zip(*(merged.column(name).to_pylist() for name in names), strict=True)
     ]
+
+
+def denied_topics(topics: Any) -> dict[tuple[str, int], tuple[str, ...]]:
+    """Per principal and hour with denied requests, the distinct topics they named
+    (sorted), from the Arrow table of ``topic_hours``."""
+    import pyarrow.compute as pc
+
+    denied = topics.filter(pc.greater(topics.column("denied"), 0)).sort_by(
+        [("principal", "ascending"), ("hour", "ascending"), ("topic", "ascending")]
+    )
+    names_of: dict[tuple[str, int], list[str]] = {}
+    for principal, hour, topic in zip(
+        *(denied.column(name).to_pylist() for name in ("principal", "hour", "topic")),
+        strict=True,
+    ):
+        names_of.setdefault((principal, hour), []).append(topic)
+    return {key: tuple(names) for key, names in names_of.items()}
 
 
 def singles(events: Any) -> list[Single]:

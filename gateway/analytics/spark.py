@@ -13,14 +13,31 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
-from typing import Any, TextIO
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
 
 from .jvm import DriverJvm, driver_jvm, finish
 
 DEFAULT_MASTER = "local[2]"
 _launched: DriverJvm | None = None  # the options of the driver JVM this process started
+T = TypeVar("T")
+
+# Spark's fair scheduler with two pools: while a job in FIRST has tasks waiting, they
+# get the free cores before any job in LATER (its minimum share is never met, so it
+# always comes first). ``kgw analyze`` runs the passes its detectors wait on longest in
+# FIRST; jobs without a pool run in Spark's default pool.
+FIRST, LATER = "kgw-first", "kgw-later"
+POOLS = f"""<?xml version="1.0"?>
+<allocations>
+  <pool name="{FIRST}"><schedulingMode>FIFO</schedulingMode><weight>1000</weight>
+    <minShare>1000000</minShare></pool>
+  <pool name="{LATER}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>
+    <minShare>0</minShare></pool>
+</allocations>
+"""
 
 
 class SparkUnavailable(RuntimeError):
@@ -81,13 +98,31 @@ def session(
         .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
         .config("spark.driver.extraJavaOptions", java_options)
     )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # Spark reads the pools as the context starts; the file is not needed after.
+    with tempfile.TemporaryDirectory(prefix="kgw-spark-") as tmp:
+        pools = Path(tmp) / "pools.xml"
+        pools.write_text(POOLS)
+        builder = builder.config("spark.scheduler.mode", "FAIR").config(
+            "spark.scheduler.allocation.file", str(pools)
+        )
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     if jvm is not None:
         _launched = jvm
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def in_pool(spark: Any, pool: str, action: Callable[[], T]) -> Callable[[], T]:
+    """``action`` to run on a thread of its own, with its Spark jobs in ``pool``
+    (:data:`FIRST` or :data:`LATER`). A pool is a property of the calling thread."""
+
+    def run() -> T:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+        return action()
+
+    return run
 
 
 @contextlib.contextmanager

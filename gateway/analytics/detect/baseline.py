@@ -10,7 +10,8 @@ nightly batch job, busy every night, is not a spike.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from .. import kinds
 from ..findings import Finding, merge_adjacent
@@ -18,20 +19,56 @@ from .context import Thresholds
 from .rows import HOUR, HourRow, Stats, by_key, hour_of_day, robust
 
 
-def hourly_findings(rows: Iterable[HourRow], detect_from: int, t: Thresholds) -> list[Finding]:
-    """Volume spikes, denied spikes, probing and unusual hours; ``rows`` sorted by principal."""
-    found: list[Finding] = []
+@dataclass(frozen=True, slots=True)
+class Period:
+    """One principal's hours: the baseline (before the window) and the window's."""
+
+    principal: str
+    base: list[HourRow]
+    recent: list[HourRow]
+
+
+def periods(rows: Iterable[HourRow], detect_from: int, t: Thresholds) -> list[Period]:
+    """Per principal seen at least ``history_s`` before the window and active in it, its
+    baseline and recent hours; ``rows`` sorted by principal, then hour."""
+    found: list[Period] = []
     for series in by_key(rows):
         if series[0].hour > detect_from - t.history_s:
             continue  # too new to have a baseline
-        base = [r for r in series if r.hour < detect_from]
         recent = [r for r in series if r.hour >= detect_from]
-        if not recent:
-            continue
-        found += volume_spikes(base, recent, t)
-        found += denied_spikes(base, recent, t)
-        found += probing(base, recent, t)
-        found += unusual_hours(base, recent, t)
+        if recent:
+            base = [r for r in series if r.hour < detect_from]
+            found.append(Period(series[0].principal, base, recent))
+    return found
+
+
+def hourly_findings(periods: Iterable[Period], t: Thresholds) -> list[Finding]:
+    """Volume spikes, denied spikes and unusual hours."""
+    found: list[Finding] = []
+    for period in periods:
+        found += volume_spikes(period.base, period.recent, t)
+        found += denied_spikes(period.base, period.recent, t)
+        found += unusual_hours(period.base, period.recent, t)
+    return merge_adjacent(found)
+
+
+def probing_findings(
+    periods: Iterable[Period],
+    denied_topics: Mapping[tuple[str, int], tuple[str, ...]],
+    detect_from: int,
+    t: Thresholds,
+) -> list[Finding]:
+    """Hours in which a principal was denied many more distinct topics than in any hour
+    of its baseline; ``denied_topics`` maps (principal, hour) to the distinct topics
+    denied then, for the hours that have any."""
+    most: dict[str, int] = {}  # per principal, the most distinct denied topics of a baseline hour
+    for (principal, hour), names in denied_topics.items():
+        if hour < detect_from:
+            most[principal] = max(most.get(principal, 0), len(names))
+    found: list[Finding] = []
+    for period in periods:
+        if any((period.principal, r.hour) in denied_topics for r in period.recent):
+            found += probing(period.recent, most.get(period.principal, 0), denied_topics, t)
     return merge_adjacent(found)
 
 
@@ -116,11 +153,16 @@ def denied_spikes(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> 
     return found
 
 
-def probing(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> list[Finding]:
-    most = max((len(r.denied_topics) for r in base), default=0)
+def probing(
+    recent: list[HourRow],
+    most: int,
+    denied_topics: Mapping[tuple[str, int], tuple[str, ...]],
+    t: Thresholds,
+) -> list[Finding]:
     found = []
     for r in recent:
-        distinct = len(r.denied_topics)
+        names = denied_topics.get((r.principal, r.hour), ())
+        distinct = len(names)
         if distinct < t.probing_topics_min or distinct <= most * t.probing_over_max:
             continue
         found.append(
@@ -136,7 +178,7 @@ def probing(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> list[F
                     "distinct_denied_topics": distinct,
                     "denied": r.denied,
                     "baseline_max_distinct": most,
-                    "sample_topics": sorted(r.denied_topics)[:10],
+                    "sample_topics": sorted(names)[:10],
                 },
                 principal=r.principal,
                 tenant=r.tenant,

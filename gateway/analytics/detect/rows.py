@@ -22,7 +22,6 @@ class HourRow(NamedTuple):
     bytes: int  # of the allowed requests, in and out
     denied: int
     total: int
-    denied_topics: tuple[str, ...] = ()  # distinct topics denied in the hour
 
 
 class Single(NamedTuple):

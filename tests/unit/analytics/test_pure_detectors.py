@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.analytics import kinds
 from gateway.analytics.detect.access import new_addresses
 from gateway.analytics.detect.auth import auth_bursts, episodes, throttle_storms
-from gateway.analytics.detect.baseline import hourly_findings
+from gateway.analytics.detect.baseline import hourly_findings, periods, probing_findings
 from gateway.analytics.detect.context import Thresholds
 from gateway.analytics.detect.rows import HostRow, HourRow, Single, network, robust
 
@@ -43,9 +43,9 @@ def test_a_nightly_job_busy_every_night_is_not_a_spike() -> None:
     nightly = {h: 400 for h in range(72) if h % 24 in (1, 2)}
     quiet = {h: 2 for h in range(72) if h % 24 not in (1, 2)}
     rows = hours("User:batch", {**quiet, **nightly})
-    assert hourly_findings(rows, DETECT, T) == []
+    assert hourly_findings(periods(rows, DETECT, T), T) == []
     rows[48 + 10] = HourRow("User:batch", DAY0 + 58 * 3600, "t", 700, 700_000, 0, 700)
-    found = hourly_findings(rows, DETECT, T)  # 10:00 is also an hour it never works
+    found = hourly_findings(periods(rows, DETECT, T), T)  # 10:00 is also an hour it never works
     assert {(f.detector, f.start) for f in found} == {
         (kinds.VOLUME_SPIKE, DAY0 + 58 * 3600),
         (kinds.UNUSUAL_HOUR, DAY0 + 58 * 3600),
@@ -54,14 +54,35 @@ def test_a_nightly_job_busy_every_night_is_not_a_spike() -> None:
 
 def test_adjacent_spike_hours_become_one_finding() -> None:
     rows = hours("User:a", {50: 300, 51: 320})
-    (finding,) = hourly_findings(rows, DETECT, T)
+    (finding,) = hourly_findings(periods(rows, DETECT, T), T)
     assert (finding.start, finding.end) == (DAY0 + 50 * 3600, DAY0 + 52 * 3600)
     assert finding.evidence["buckets"] == 2
 
 
 def test_principals_without_a_day_of_history_are_not_judged() -> None:
     rows = [r for r in hours("User:new", {60: 500}) if r.hour >= DETECT - 3600]
-    assert hourly_findings(rows, DETECT, T) == []
+    assert hourly_findings(periods(rows, DETECT, T), T) == []
+
+
+def test_probing_is_judged_against_the_principal_s_own_most_denied_hour() -> None:
+    rows = hours("User:a", {}, denied=1) + hours("User:b", {}, denied=1)
+    topics = [f"t{i}" for i in range(12)]
+    denied = {
+        ("User:a", DAY0 + 10 * 3600): tuple(topics[:7]),  # a's baseline: 7 in an hour
+        ("User:a", DAY0 + 50 * 3600): tuple(topics[:10]),  # not 1.5 times its most
+        ("User:b", DAY0 + 50 * 3600): tuple(topics[:8]),  # b: 8 where it never had any
+        ("User:b", DAY0 + 51 * 3600): tuple(topics[:9]),
+        ("User:b", DAY0 + 60 * 3600): tuple(topics[:7]),  # under the minimum of 8
+    }
+    (finding,) = probing_findings(periods(rows, DETECT, T), denied, DETECT, T)
+    assert (finding.detector, finding.entity) == (kinds.PROBING, "User:b")
+    assert (finding.start, finding.end) == (DAY0 + 50 * 3600, DAY0 + 52 * 3600)
+    assert finding.evidence["distinct_denied_topics"] == 9
+    assert finding.evidence["sample_topics"] == sorted(topics[:9])
+    assert finding.evidence["baseline_max_distinct"] == 0
+    denied[("User:a", DAY0 + 50 * 3600)] = tuple(topics[:11])  # over 1.5 x 7
+    found = probing_findings(periods(rows, DETECT, T), denied, DETECT, T)
+    assert {f.entity for f in found} == {"User:a", "User:b"}
 
 
 def test_bursts_are_cut_at_gaps() -> None:

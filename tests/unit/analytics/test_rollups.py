@@ -95,7 +95,7 @@ def _seconds(record: dict[str, Any]) -> int:
 
 def _hour_rows(records: list[dict[str, Any]]) -> list[HourRow]:
     acc: dict[tuple[str, int], dict[str, Any]] = defaultdict(
-        lambda: {"t": [], "a": 0, "b": 0, "d": 0, "n": 0, "topics": set()}
+        lambda: {"t": [], "a": 0, "b": 0, "d": 0, "n": 0}
     )
     for r in records:
         if r["type"] != "request" or r["principal"] is None:
@@ -107,7 +107,6 @@ def _hour_rows(records: list[dict[str, Any]]) -> list[HourRow]:
             row["b"] += (r["bytes_in"] or 0) + (r["bytes_out"] or 0)
         if r["decision"] in flags.DENIED:
             row["d"] += 1
-            row["topics"].update(r["topics"] or ())
         row["n"] += 1
     return [
         HourRow(
@@ -118,10 +117,18 @@ def _hour_rows(records: list[dict[str, Any]]) -> list[HourRow]:
             v["b"],
             v["d"],
             v["n"],
-            tuple(sorted(v["topics"])),
         )
         for (p, h), v in sorted(acc.items())
     ]
+
+
+def _denied_topics(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[str, ...]]:
+    acc: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for r in records:
+        if r["type"] == "request" and r["principal"] is not None and r["decision"] in flags.DENIED:
+            for topic in r["topics"] or ():
+                acc[(r["principal"], _seconds(r) // HOUR * HOUR)].add(topic)
+    return {key: tuple(sorted(names)) for key, names in acc.items()}
 
 
 def _singles(records: list[dict[str, Any]]) -> Counter[Single]:
@@ -236,13 +243,15 @@ def test_bounds_count_records_and_skipped_lines(
     assert rollups.bounds(groups) == (len(records) + 2, len(records), min(seconds), max(seconds))
 
 
-def test_hourly_rows_match_the_records(
+def test_hourly_rows_and_denied_topics_match_the_records(
     groups: Any, topics: Any, logs: tuple[Path, list[dict[str, Any]]]
 ) -> None:
-    got = list(rollups.hour_rows(groups, topics))
-    expected = _hour_rows(logs[1])
-    assert got == expected
-    assert any(r.denied_topics for r in got) and any(r.bytes for r in got)
+    got = rollups.hour_rows(groups)
+    assert got == _hour_rows(logs[1])
+    assert any(r.bytes for r in got) and any(r.denied for r in got)
+    denied = rollups.denied_topics(topics)
+    assert denied == _denied_topics(logs[1])
+    assert any(len(names) > 1 for names in denied.values())
 
 
 def test_singles_match_the_records(events: Any, logs: tuple[Path, list[dict[str, Any]]]) -> None:
@@ -306,9 +315,8 @@ def test_parquet_with_and_without_stored_flags_gives_the_same_rollups(
 
     parquet_groups = rollups.principal_hours(prepared).toArrow()
     parquet_topics = rollups.topic_hours(parquet_events).toArrow()
-    assert list(rollups.hour_rows(parquet_groups, parquet_topics)) == list(
-        rollups.hour_rows(groups, topics)
-    )
+    assert rollups.hour_rows(parquet_groups) == rollups.hour_rows(groups)
+    assert rollups.denied_topics(parquet_topics) == rollups.denied_topics(topics)
     detect_from = START + 2 * 24 * HOUR
     assert Counter(rollups.singles(parquet_events)) == Counter(rollups.singles(events))
     assert rollups.host_rows(parquet_groups, detect_from) == rollups.host_rows(groups, detect_from)
