@@ -30,6 +30,7 @@ T = TypeVar("T")
 # always comes first). ``kgw analyze`` runs the passes its detectors wait on longest in
 # FIRST; jobs without a pool run in Spark's default pool.
 FIRST, LATER = "kgw-first", "kgw-later"
+LOOPBACK = "127.0.0.1"
 POOLS = f"""<?xml version="1.0"?>
 <allocations>
   <pool name="{FIRST}"><schedulingMode>FIFO</schedulingMode><weight>1000</weight>
@@ -98,6 +99,14 @@ def session(
         .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
         .config("spark.driver.extraJavaOptions", java_options)
     )
+    if master.startswith("local"):
+        # Spark's driver would otherwise listen (RPC, block transfers) on the address the
+        # host name resolves to, or the first non-loopback interface; in local mode
+        # nothing outside this machine needs to reach it.
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        builder = builder.config("spark.driver.bindAddress", LOOPBACK).config(
+            "spark.driver.host", LOOPBACK
+        )
     # Spark reads the pools as the context starts; the file is not needed after.
     with tempfile.TemporaryDirectory(prefix="kgw-spark-") as tmp:
         pools = Path(tmp) / "pools.xml"
