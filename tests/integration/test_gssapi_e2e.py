@@ -36,6 +36,7 @@ from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from gateway.devstack import kafka_dist
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
+from tests.loopback import KDC_ON_LOOPBACK
 from tests.redis_server import free_port
 
 from ..conftest import gateway_log_events
@@ -118,6 +119,7 @@ def kdc() -> Iterator[Kdc]:
                 }
             },
         },
+        kdc_conf=KDC_ON_LOOPBACK,
         create_host=False,
         get_creds=False,
     )

@@ -2,45 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
-import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from gateway.analytics.spark import FIRST, LATER, in_pool
-
-LISTEN = "0A"  # the TCP state in /proc/net/tcp
-
-
-def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    raw = bytes.fromhex(hex_address)
-    # /proc/net/tcp* print each 32-bit word of the address in host (little-endian) order.
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    if len(words) == 4:
-        return ipaddress.IPv4Address(words)
-    v6 = ipaddress.IPv6Address(words)
-    return v6.ipv4_mapped or v6
-
-
-def listening_addresses(pid: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    """The addresses the process ``pid`` has listening TCP sockets on."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == LISTEN and inode in inodes:
-                found.append(_address(local.split(":")[0]))
-    return found
+from tests.loopback import bound_addresses
 
 
 def test_the_local_driver_listens_on_loopback_only(spark: Any) -> None:
@@ -49,7 +15,7 @@ def test_the_local_driver_listens_on_loopback_only(spark: Any) -> None:
     assert spark.range(100).count() == 100  # the block manager and RPC server are up
     gateway = SparkContext._gateway
     assert gateway is not None
-    addresses = listening_addresses(gateway.proc.pid)
+    addresses = bound_addresses(pid=gateway.proc.pid)
     assert len(addresses) >= 2  # at least Spark's RPC server and block manager
     assert all(address.is_loopback for address in addresses), addresses
 

@@ -22,6 +22,7 @@ from kafka.net.sasl.gssapi import SaslMechanismGSSAPI
 from gateway.sasl import SaslServer, Step
 from gateway.sasl.kerberos import GssapiMechanism, KerberosAcceptor, KerberosSetupError
 from gateway.sasl.settings import KerberosConfig, SaslConfig
+from tests.loopback import KDC_ON_LOOPBACK, bound_addresses
 from tests.redis_server import free_port
 
 REALM = "KGW.TEST"
@@ -66,6 +67,7 @@ def kdc() -> Iterator[Kdc]:
         krb5_conf={
             "libdefaults": {"dns_canonicalize_hostname": "false", "rdns": "false", "clockskew": "1"}
         },
+        kdc_conf=KDC_ON_LOOPBACK,
         create_host=False,
         get_creds=False,
     )
@@ -83,6 +85,12 @@ def kdc() -> Iterator[Kdc]:
         shutil.rmtree(realm.tmpdir, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_the_kdc_listens_on_loopback_only(kdc: Kdc) -> None:
+    addresses = bound_addresses(port=kdc.realm.portbase)
+    assert addresses, "the KDC is not listening on its port"
+    assert all(address.is_loopback for address in addresses), addresses
 
 
 def acceptor(kdc: Kdc, rules: list[str] | None = None) -> KerberosAcceptor:

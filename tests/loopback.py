@@ -1,0 +1,65 @@
+"""Keeping test servers on loopback, and checking that they are.
+
+``bound_addresses`` reads the kernel's socket tables (``/proc/net/{tcp,tcp6,udp,udp6}``):
+the addresses of the listening TCP sockets and bound UDP sockets of a process, or on
+a port. ``KDC_ON_LOOPBACK`` is the ``kdc_conf`` for k5test's ``K5Realm``: its default
+``kdc_listen`` names only a port, and MIT's krb5kdc then listens on every address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+KDC_ON_LOOPBACK = {
+    "realms": {"$realm": {"kdc_listen": "127.0.0.1:$port0", "kdc_tcp_listen": "127.0.0.1:$port0"}}
+}
+
+TCP_LISTEN = "0A"  # the state column of /proc/net/tcp*
+
+
+def _address(hex_address: str) -> Address:
+    raw = bytes.fromhex(hex_address)
+    # The tables print each 32-bit word of an address in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    if len(words) == 4:
+        return ipaddress.IPv4Address(words)
+    v6 = ipaddress.IPv6Address(words)
+    return v6.ipv4_mapped or v6
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def bound_addresses(*, pid: int | None = None, port: int | None = None) -> list[Address]:
+    """Addresses of listening TCP and bound UDP sockets, of process ``pid`` and/or on
+    ``port`` (one of them is required)."""
+    if pid is None and port is None:
+        raise ValueError("bound_addresses needs a pid or a port")
+    inodes = _socket_inodes(pid) if pid is not None else None
+    found = []
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            host, _, local_port = fields[1].partition(":")
+            state, inode = fields[3], fields[9]
+            if table.startswith("tcp") and state != TCP_LISTEN:
+                continue
+            if inodes is not None and inode not in inodes:
+                continue
+            if port is not None and int(local_port, 16) != port:
+                continue
+            found.append(_address(host))
+    return found
