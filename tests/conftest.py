@@ -1,12 +1,15 @@
 """Session-wide real components: a 3-node KRaft cluster and a gateway in front of it.
 
 Nothing here skips: when Java, Maven or a port is missing the fixture raises
-and every test that needs it fails.
+and every test that needs it fails. A watcher fails the run when any process the
+tests start listens on an address beyond loopback.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,6 +18,50 @@ import pytest
 
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
+from tests.loopback import exposed_listeners
+
+WATCH_INTERVAL_S = 2.0
+
+
+class LoopbackWatch:
+    """Looks every two seconds for listening sockets beyond loopback among the processes
+    below this one (the tests' servers, clusters, KDCs, JVMs)."""
+
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loopback-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> set[str]:
+        self._stop.set()
+        self._thread.join()
+        self.found |= exposed_listeners(os.getpid())
+        return self.found
+
+    def _run(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            self.found |= exposed_listeners(os.getpid())
+
+
+_watch = LoopbackWatch()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _watch.start()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    exposed = _watch.stop()
+    if exposed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", "processes of the tests listened beyond loopback", red=True)
+            for line in sorted(exposed):
+                reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

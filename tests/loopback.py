@@ -63,3 +63,53 @@ def bound_addresses(*, pid: int | None = None, port: int | None = None) -> list[
                 continue
             found.append(_address(host))
     return found
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    return children
+
+
+def descendants(root: int) -> set[int]:
+    """``root`` and every process below it."""
+    children = _children()
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+def exposed_listeners(root: int) -> set[str]:
+    """Listening TCP sockets beyond loopback of ``root`` or a process below it, as
+    ``"command[pid] address:port"``."""
+    owners: dict[str, str] = {}
+    for pid in descendants(root):
+        try:
+            command = Path(f"/proc/{pid}/comm").read_text().strip()
+            for inode in _socket_inodes(pid):
+                owners[inode] = f"{command}[{pid}]"
+        except OSError:
+            continue  # gone meanwhile
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            host, _, port = fields[1].partition(":")
+            if fields[3] != TCP_LISTEN or fields[9] not in owners:
+                continue
+            address = _address(host)
+            if not address.is_loopback:
+                found.add(f"{owners[fields[9]]} {address}:{int(port, 16)}")
+    return found
