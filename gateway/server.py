@@ -881,6 +881,9 @@ class Gateway:
             )
         if self.tenants is not None:
             self.spawn("tenant-watch", self.tenants.run(self._stop, self._close_tenants))
+        sasl = self.config.sasl
+        if self.sasl_server is not None and sasl is not None and sasl.revalidate_interval_s > 0:
+            self.spawn("sasl-revalidate", self._revalidate_loop(sasl.revalidate_interval_s))
         self.spawn("idle-sweeper", self._idle_loop())
         for material in self.tls_material():
             self.spawn(f"tls-watch-{material.name}", material.watch(self._stop))
@@ -941,6 +944,56 @@ class Gateway:
                     conn.close("SASL session lifetime ended without re-authentication", "client")
                 elif conn.last_activity < cutoff and conn.session.inflight == 0:
                     conn.close(f"idle for more than {idle:g}s", "gateway")
+
+    async def _revalidate_loop(self, interval_s: float) -> None:
+        while not self.stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval_s)
+            if not self.stopping:
+                await self.revalidate_sessions()
+
+    async def revalidate_sessions(self) -> int:
+        """Close the SASL sessions whose credentials no longer hold: a revoked, expired
+        or re-assigned API key, a removed SCRAM user. One store lookup per distinct
+        (principal, API key, mechanism), not per connection; GSSAPI sessions are bounded
+        by their ticket instead. An unreachable store keeps every session (the session
+        lifetime still bounds it). Returns how many connections were closed."""
+        if self.sasl_server is None:
+            return 0
+        sessions: dict[tuple[str, str | None, str], list[ClientConnection]] = {}
+        for conn in list(self.connections):
+            who = conn.identity
+            if who.sasl_mechanism is not None and who.sasl_mechanism != "GSSAPI":
+                key = (who.principal, who.api_key_id, who.sasl_mechanism)
+                sessions.setdefault(key, []).append(conn)
+        closed = 0
+        for (principal, api_key_id, mechanism), conns in sessions.items():
+            if await self.sasl_server.is_still_valid(principal, api_key_id, mechanism):
+                continue
+            # Re-authenticated meanwhile (KIP-368) with other credentials: not this session.
+            gone = [
+                c
+                for c in conns
+                if not c.closed
+                and (c.identity.principal, c.identity.api_key_id, c.identity.sasl_mechanism)
+                == (principal, api_key_id, mechanism)
+            ]
+            log.warning(
+                "credentials of %s (%s) revoked or removed; closing %d connection(s)",
+                principal,
+                f"API key {api_key_id}" if api_key_id else mechanism,
+                len(gone),
+                extra={
+                    "event": "sasl_credentials_revoked",
+                    "principal": principal,
+                    "mechanism": mechanism,
+                    "count": len(gone),
+                },
+            )
+            for conn in gone:
+                conn.close("credentials revoked or removed", "gateway")
+            closed += len(gone)
+        return closed
 
     def request_stop(self) -> None:
         if not self._stop.is_set():

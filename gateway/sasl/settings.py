@@ -84,6 +84,7 @@ class SaslConfig(_Strict):
     scram_iterations: int = Field(default=8192, ge=SCRAM_MIN_ITERATIONS, le=SCRAM_MAX_ITERATIONS)
     kerberos: KerberosConfig | None = None
     session_lifetime_s: float = Field(default=3600.0, ge=0)
+    revalidate_interval_s: float = Field(default=5.0, ge=0)
     auth_timeout_s: float = Field(default=10.0, gt=0)
     hash_concurrency: int = Field(default=2, ge=1, le=64)
     failure_limiter: FailureLimiterConfig = FailureLimiterConfig()

@@ -213,10 +213,11 @@ class Healthy:
             self.producer.produce(self.topic, value=b"x", on_delivery=report)
             self.producer.poll(0.01)
 
-    def stop(self) -> None:
+    def stop(self, flush_s: float = 20.0) -> None:
         self._stop.set()
         self._thread.join(10)
-        self.producer.flush(20)
+        if self.producer.flush(flush_s):
+            self.producer.purge()  # a revoked client's records can never be delivered
 
 
 def test_failures_are_refused_while_a_healthy_client_works(
@@ -304,3 +305,102 @@ def test_reauthentication_and_revocation(
     closed = [e for e in gateway_log_events(sasl_gateway, "connection_closed")]
     assert refused or any("lifetime" in str(e["reason"]) for e in closed)
     assert _auth_error(conf) is not None  # and no new connection gets in
+
+
+@pytest.fixture(scope="module")
+def revalidating_gateway(gateway_factory: GatewayFactory, creds: Creds) -> GatewayProcess:
+    """Sessions live an hour, but credentials are checked again every half second."""
+    bootstrap, base = pick_ports()
+    listener = {
+        "name": "tenants", "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
+        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
+        "authentication": "sasl",
+    }  # fmt: skip
+    return gateway_factory(
+        wait_ready=False,
+        listeners=[listener],
+        sasl={
+            "mechanisms": ["PLAIN", "SCRAM-SHA-256"],
+            "credential_store": {"file": str(creds.path)},
+            "session_lifetime_s": 3600,
+            "revalidate_interval_s": REVALIDATE_S,
+            # the revoked producer keeps retrying from 127.0.0.1: do not slow it down
+            "failure_limiter": {"max_failures": 500, "base_delay_s": 0.1, "max_delay_s": 0.5},
+        },
+    )
+
+
+REVALIDATE_S = 0.5
+
+
+def _revoked(gateway: GatewayProcess, principal: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in gateway_log_events(gateway, "sasl_credentials_revoked")
+        if e.get("principal") == principal
+    ]
+
+
+def _wait_for(check: Any, timeout_s: float) -> float:
+    """Seconds until ``check()`` is true; fails after ``timeout_s``."""
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < timeout_s, "timed out"
+        time.sleep(0.1)
+    return time.monotonic() - began
+
+
+def test_revoked_key_and_removed_user_lose_their_live_connections(
+    revalidating_gateway: GatewayProcess, creds: Creds, topic: str
+) -> None:
+    """Well inside the session lifetime, revoking an API key closes the connections
+    authenticated with it, and removing a SCRAM user closes theirs; another principal's
+    producer keeps delivering throughout."""
+    gateway = revalidating_gateway
+    key_principal, scram_principal = "User:tenant-a.live", "User:carol"
+    password = f"pw-{time.monotonic_ns()}"
+
+    async def make() -> tuple[str, str]:
+        key, secret = await creds.store.create_api_key(
+            principal=key_principal, tenant="tenant-a", actor="test"
+        )
+        await creds.store.put_scram(
+            "carol", "SCRAM-SHA-256", password, iterations=4096, actor="test"
+        )
+        return key.key_id, secret
+
+    key_id, secret = asyncio.run(make())
+    user, other_password = creds.scram["SCRAM-SHA-256"]
+    keyed = Healthy(_conf(gateway, "PLAIN", key_id, secret), f"{topic}-key")
+    scram = Healthy(_conf(gateway, "SCRAM-SHA-256", "carol", password), f"{topic}-scram")
+    other = Healthy(_conf(gateway, "SCRAM-SHA-256", user, other_password), f"{topic}-other")
+    try:
+        _wait_for(lambda: min(keyed.delivered, scram.delivered, other.delivered) > 0, 30)
+        assert not _revoked(gateway, key_principal) and not _revoked(gateway, scram_principal)
+
+        asyncio.run(creds.store.revoke_api_key(key_id, actor="test"))
+        took = _wait_for(lambda: bool(_revoked(gateway, key_principal)), 10)
+        assert took < REVALIDATE_S * 6, f"revocation took {took:.1f}s to reach the connection"
+        assert _revoked(gateway, key_principal)[0]["count"] >= 1
+
+        asyncio.run(creds.store.remove_scram("carol", ["SCRAM-SHA-256"], actor="test"))
+        _wait_for(lambda: bool(_revoked(gateway, scram_principal)), 10)
+
+        delivered = other.delivered
+        _wait_for(lambda: other.delivered > delivered + 10, 10)  # still producing
+        assert other.failed == 0
+        assert not _revoked(gateway, f"User:{user}")
+        closed = [
+            e
+            for e in gateway_log_events(gateway, "connection_closed")
+            if e.get("reason") == "credentials revoked or removed"
+        ]
+        counted = sum(
+            e["count"] for p in (key_principal, scram_principal) for e in _revoked(gateway, p)
+        )
+        assert len(closed) == counted >= 2
+    finally:
+        for producer in (keyed, scram):
+            producer.stop(flush_s=0)
+        other.stop()
+    assert _auth_error(_conf(gateway, "PLAIN", key_id, secret)) is not None  # no way back in
