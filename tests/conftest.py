@@ -112,6 +112,16 @@ def topic(request: pytest.FixtureRequest) -> str:
     return f"t-{request.node.name[:40].replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"
 
 
+def sasl_listener(name: str = "tenants") -> dict[str, Any]:
+    """A SASL listener on fresh loopback ports, for ``gateway_factory(listeners=[...])``."""
+    bootstrap, base = pick_ports()
+    return {
+        "name": name, "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
+        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
+        "authentication": "sasl",
+    }  # fmt: skip
+
+
 def gateway_log_events(gateway: GatewayProcess, event: str) -> list[dict[str, Any]]:
     """The gateway's structured log records with this ``event``."""
     records = []

@@ -31,11 +31,11 @@ from confluent_kafka.admin import (
 )
 
 from gateway.credentials import CredentialStoreConfig, open_store
-from gateway.devstack.gateway_proc import GatewayProcess, pick_ports
+from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
 from gateway.quotas.store import FileQuotaStore
 
-from ..conftest import GatewayFactory, gateway_log_events
+from ..conftest import GatewayFactory, gateway_log_events, sasl_listener
 
 pytestmark = pytest.mark.integration
 POLICIES = Path(__file__).parents[2] / "policies"
@@ -98,12 +98,7 @@ def stack(gateway_factory: GatewayFactory, tmp_path_factory: pytest.TempPathFact
     policy_dir.mkdir()
     shutil.copy(POLICIES / "model.conf", policy_dir / "model.conf")
     (policy_dir / "policy.csv").write_text("\n".join(_policy(tenant, licensed)) + "\n")
-    bootstrap, base = pick_ports()
-    listener = {
-        "name": "tenants", "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
-        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
-        "authentication": "sasl",
-    }  # fmt: skip
+    listener = sasl_listener()
     quota_file = workdir / "quotas.json"
     gateway = gateway_factory(
         wait_ready=False,

@@ -16,10 +16,10 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.credentials import CredentialStoreConfig, open_store
-from gateway.devstack.gateway_proc import GatewayProcess, pick_ports
+from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
 
-from ..conftest import GatewayFactory, gateway_log_events
+from ..conftest import GatewayFactory, gateway_log_events, sasl_listener
 from .rawkafka import RawConnection
 
 pytestmark = pytest.mark.integration
@@ -58,24 +58,27 @@ def creds(tmp_path_factory: pytest.TempPathFactory) -> Creds:
     return creds
 
 
-@pytest.fixture(scope="module")
-def sasl_gateway(gateway_factory: GatewayFactory, creds: Creds) -> GatewayProcess:
-    bootstrap, base = pick_ports()
-    listener = {
-        "name": "tenants", "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
-        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
-        "authentication": "sasl",
-    }  # fmt: skip
+def _sasl_gateway(
+    gateway_factory: GatewayFactory, creds: Creds, *mechanisms: str, **settings: Any
+) -> GatewayProcess:
+    """A gateway with one SASL listener, its credentials in ``creds``' file store; the
+    failure limiter lets the tests' own retries through."""
     return gateway_factory(
         wait_ready=False,
-        listeners=[listener],
+        listeners=[sasl_listener()],
         sasl={
-            "mechanisms": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+            "mechanisms": list(mechanisms),
             "credential_store": {"file": str(creds.path)},
-            "session_lifetime_s": LIFETIME_S,
-            "failure_limiter": {"max_failures": 50, "base_delay_s": 0.1, "max_delay_s": 0.5},
+            "failure_limiter": {"max_failures": 500, "base_delay_s": 0.1, "max_delay_s": 0.5},
+            **settings,
         },
     )
+
+
+@pytest.fixture(scope="module")
+def sasl_gateway(gateway_factory: GatewayFactory, creds: Creds) -> GatewayProcess:
+    mechanisms = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    return _sasl_gateway(gateway_factory, creds, *mechanisms, session_lifetime_s=LIFETIME_S)
 
 
 def _conf(gateway: GatewayProcess, mechanism: str, user: str, password: str) -> dict[str, Any]:
@@ -310,23 +313,13 @@ def test_reauthentication_and_revocation(
 @pytest.fixture(scope="module")
 def revalidating_gateway(gateway_factory: GatewayFactory, creds: Creds) -> GatewayProcess:
     """Sessions live an hour, but credentials are checked again every half second."""
-    bootstrap, base = pick_ports()
-    listener = {
-        "name": "tenants", "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
-        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
-        "authentication": "sasl",
-    }  # fmt: skip
-    return gateway_factory(
-        wait_ready=False,
-        listeners=[listener],
-        sasl={
-            "mechanisms": ["PLAIN", "SCRAM-SHA-256"],
-            "credential_store": {"file": str(creds.path)},
-            "session_lifetime_s": 3600,
-            "revalidate_interval_s": REVALIDATE_S,
-            # the revoked producer keeps retrying from 127.0.0.1: do not slow it down
-            "failure_limiter": {"max_failures": 500, "base_delay_s": 0.1, "max_delay_s": 0.5},
-        },
+    return _sasl_gateway(
+        gateway_factory,
+        creds,
+        "PLAIN",
+        "SCRAM-SHA-256",
+        session_lifetime_s=3600,
+        revalidate_interval_s=REVALIDATE_S,
     )
 
 

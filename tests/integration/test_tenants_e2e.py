@@ -28,11 +28,11 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from gateway.config import load_config
-from gateway.devstack.gateway_proc import GatewayProcess, pick_ports
+from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
 from gateway.tenants import onboard
 
-from ..conftest import GatewayFactory, gateway_log_events
+from ..conftest import GatewayFactory, gateway_log_events, sasl_listener
 from ..unit.tenants.conftest import stores_for
 from .rawkafka import RawConnection
 
@@ -73,12 +73,7 @@ def stack(gateway_factory: GatewayFactory, tmp_path_factory: pytest.TempPathFact
     policy_dir.mkdir()
     shutil.copy(POLICIES / "model.conf", policy_dir / "model.conf")
     (policy_dir / "policy.csv").write_text("# managed by kgw tenant\n")
-    bootstrap, base = pick_ports()
-    listener = {
-        "name": "tenants", "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
-        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
-        "authentication": "sasl",
-    }  # fmt: skip
+    listener = sasl_listener()
     gateway = gateway_factory(
         wait_ready=False,
         listeners=[listener],
