@@ -25,6 +25,7 @@ from .identity import ClientIdentity
 from .observability import ConnectionObserver, GatewayMetrics, ObservabilityServer
 from .observability import serve as serve_observability
 from .protocol.framing import FrameError, FrameReader
+from .sasl.revalidate import Revalidation, SessionKey, session_key
 from .session import Fault, Session, Side
 from .tls.accept import TlsAcceptor
 from .tls.reloader import Reloadable
@@ -882,7 +883,12 @@ class Gateway:
         if self.tenants is not None:
             self.spawn("tenant-watch", self.tenants.run(self._stop, self._close_tenants))
         sasl = self.config.sasl
-        if self.sasl_server is not None and sasl is not None and sasl.revalidate_interval_s > 0:
+        if (
+            self.sasl_server is not None
+            and self.sasl_server.store is not None  # GSSAPI alone: nothing to revoke
+            and sasl is not None
+            and sasl.revalidate_interval_s > 0
+        ):
             self.spawn("sasl-revalidate", self._revalidate_loop(sasl.revalidate_interval_s))
         self.spawn("idle-sweeper", self._idle_loop())
         for material in self.tls_material():
@@ -946,38 +952,40 @@ class Gateway:
                     conn.close(f"idle for more than {idle:g}s", "gateway")
 
     async def _revalidate_loop(self, interval_s: float) -> None:
+        assert self.sasl_server is not None
+        revalidation = Revalidation(self.sasl_server)
         while not self.stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), interval_s)
-            if not self.stopping:
-                await self.revalidate_sessions()
+            if self.stopping:
+                return
+            try:
+                await self.revalidate_sessions(revalidation)
+            except Exception:  # a bug here must not end revalidation for good
+                log.exception(
+                    "session revalidation failed", extra={"event": "sasl_revalidation_failed"}
+                )
 
-    async def revalidate_sessions(self) -> int:
-        """Close the SASL sessions whose credentials no longer hold: a revoked, expired
-        or re-assigned API key, a removed SCRAM user. One store lookup per distinct
-        (principal, API key, mechanism), not per connection; GSSAPI sessions are bounded
-        by their ticket instead. An unreachable store keeps every session (the session
-        lifetime still bounds it). Returns how many connections were closed."""
-        if self.sasl_server is None:
-            return 0
-        sessions: dict[tuple[str, str | None, str], list[ClientConnection]] = {}
+    async def revalidate_sessions(self, revalidation: Revalidation) -> int:
+        """Close the PLAIN and SCRAM sessions whose credentials no longer hold
+        (:mod:`.sasl.revalidate`): one store lookup per distinct session key, not per
+        connection. Returns how many connections were closed."""
+        sessions: dict[SessionKey, list[ClientConnection]] = {}
         for conn in list(self.connections):
-            who = conn.identity
-            if who.sasl_mechanism is not None and who.sasl_mechanism != "GSSAPI":
-                key = (who.principal, who.api_key_id, who.sasl_mechanism)
+            key = session_key(conn.identity, conn.session.auth)
+            if key is not None:
                 sessions.setdefault(key, []).append(conn)
         closed = 0
-        for (principal, api_key_id, mechanism), conns in sessions.items():
-            if await self.sasl_server.is_still_valid(principal, api_key_id, mechanism):
-                continue
-            # Re-authenticated meanwhile (KIP-368) with other credentials: not this session.
+        for key in await revalidation.invalid(sessions):
+            # Closed, or re-authenticated with another key (KIP-368), meanwhile: not this one.
             gone = [
                 c
-                for c in conns
-                if not c.closed
-                and (c.identity.principal, c.identity.api_key_id, c.identity.sasl_mechanism)
-                == (principal, api_key_id, mechanism)
+                for c in sessions[key]
+                if not c.closed and session_key(c.identity, c.session.auth) == key
             ]
+            if not gone:
+                continue
+            principal, api_key_id, mechanism = key
             log.warning(
                 "credentials of %s (%s) revoked or removed; closing %d connection(s)",
                 principal,

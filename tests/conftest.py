@@ -18,7 +18,7 @@ import pytest
 
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
-from tests.loopback import exposed_listeners
+from tests.loopback import EXPECTED_WILDCARD, exposed_listeners
 
 WATCH_INTERVAL_S = 2.0
 
@@ -38,12 +38,12 @@ class LoopbackWatch:
     def stop(self) -> set[str]:
         self._stop.set()
         self._thread.join()
-        self.found |= exposed_listeners(os.getpid())
+        self.found |= exposed_listeners(os.getpid(), EXPECTED_WILDCARD)
         return self.found
 
     def _run(self) -> None:
         while not self._stop.wait(WATCH_INTERVAL_S):
-            self.found |= exposed_listeners(os.getpid())
+            self.found |= exposed_listeners(os.getpid(), EXPECTED_WILDCARD)
 
 
 _watch = LoopbackWatch()

@@ -123,7 +123,7 @@ class SaslServer:
         bounds the session, and the next authentication needs the store anyway.
         """
         try:
-            return await self._still_valid(principal, api_key_id, mechanism)
+            return await self.still_valid(principal, api_key_id, mechanism)
         except (StoreError, CorruptRecord):
             log.warning(
                 "credential store unavailable; session kept until its lifetime ends",
@@ -131,9 +131,11 @@ class SaslServer:
             )
             return True
 
-    async def _still_valid(
+    async def still_valid(
         self, principal: str, api_key_id: str | None, mechanism: str | None
     ) -> bool:
+        """``is_still_valid``, but raising ``StoreError``/``CorruptRecord`` when the store
+        cannot answer (for callers that report an outage once, not per session)."""
         if api_key_id is not None:
             if self.store is None:
                 return False

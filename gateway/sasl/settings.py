@@ -98,4 +98,6 @@ class SaslConfig(_Strict):
             raise ValueError(f"credential_store is required for {', '.join(sorted(needs_store))}")
         if "GSSAPI" in self.mechanisms and self.kerberos is None:
             raise ValueError("kerberos is required for GSSAPI")
+        if 0 < self.revalidate_interval_s < 0.1:
+            raise ValueError("revalidate_interval_s must be 0 (off) or at least 0.1")
         return self
