@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..audit import AuditError, AuditTrail
+from . import flags
 from .load import read_logs, usable
 from .page import page, table
 from .records import rfc3339_ms
@@ -125,7 +126,7 @@ def compliance(
 
     progress.stage("access per principal, topic and operation")
     access = (
-        requests.where(F.col("decision").isin("allow", "none", "partial"))
+        requests.where(F.col("decision").isin(*flags.ALLOWED))
         .select("*", F.explode("topics").alias("topic"))
         .groupBy("principal", "tenant", "topic", "operation", "api")
         .agg(
@@ -155,7 +156,7 @@ def compliance(
         " ", F.coalesce(F.col("topics"), F.array()), F.coalesce(F.col("groups"), F.array())
     )
     denied = (
-        requests.where(F.col("decision").isin("deny", "partial"))
+        requests.where(F.col("decision").isin(*flags.DENIED))
         .select(
             _iso("ts").alias("ts"),
             F.lit("authorization").alias("kind"),

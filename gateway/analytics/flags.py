@@ -36,12 +36,19 @@ class Flag(IntFlag):
     FULLY_ALLOWED = 1024  # a request with a decision in FULLY_ALLOWED
 
 
+def is_record() -> Any:
+    """A record of the schema: a time and a type (the rest are unreadable lines)."""
+    from pyspark.sql import functions as F
+
+    return F.col("ts").isNotNull() & F.col("type").isin("request", "connection")
+
+
 def expression() -> Any:
     """The flags of a record, from the schema's columns (nulls make a bit 0)."""
     from pyspark.sql import functions as F
 
     col = F.col
-    record = col("ts").isNotNull() & col("type").isin("request", "connection")
+    record = is_record()
     request = record & (col("type") == "request")
     auth = record & (col("event") == "auth")
     api = request & col("api").isNotNull()
@@ -80,13 +87,7 @@ def of(frame: Any, stored: bool | None = None) -> Any:
         return expression()
     if stored is None:
         stored = frame.where(F.col(COLUMN).isNull()).limit(1).count() == 0
-    return F.col(COLUMN) if stored else _coalesced()
-
-
-def _coalesced() -> Any:
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.col(COLUMN), expression())
+    return F.col(COLUMN) if stored else F.coalesce(F.col(COLUMN), expression())
 
 
 def stored_in(paths: Sequence[str]) -> bool | None:
@@ -107,8 +108,8 @@ def stored_in(paths: Sequence[str]) -> bool | None:
         return None
 
 
-def has(flag: Flag, column: str = "flags") -> Any:
-    """True where any bit of ``flag`` is set."""
+def has(flag: Flag) -> Any:
+    """True where any bit of ``flag`` is set in the ``flags`` column of the rollups."""
     from pyspark.sql import functions as F
 
-    return F.col(column).bitwiseAND(F.lit(int(flag))) != 0
+    return F.col("flags").bitwiseAND(F.lit(int(flag))) != 0

@@ -11,24 +11,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from . import flags, kinds, rollups
 from .detect import access, auth, baseline
 from .detect.context import Thresholds
 from .detect.rows import HourRow, Single
-from .findings import Finding, finding_rows, rank, write_findings_json
+from .findings import Finding, rank, write_findings_json, write_findings_parquet
 from .load import LogInputError, detect_format, read_logs
-from .records import parse_rfc3339, rfc3339_ms
+from .records import rfc3339_ms
 from .spark import FIRST, LATER, Progress, in_pool
 
 HOUR = 3600
 STAGES = 7
-R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +87,11 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     prepared = rollups.parse_needed(rollups.prepare(frame, stored), fmt)
     events = rollups.records(prepared)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
-
-        def submit(pool_name: str, action: Callable[[], R]) -> Future[R]:
-            return pool.submit(in_pool(spark, pool_name, action))
-
-        pending_singles = submit(FIRST, lambda: rollups.singles(events))
-        pending_groups = submit(FIRST, rollups.principal_hours(prepared).toArrow)
-        pending_topics = submit(LATER, rollups.topic_hours(events).toArrow)
+        pending_singles = pool.submit(in_pool(spark, FIRST, lambda: rollups.singles(events)))
+        pending_groups = pool.submit(
+            in_pool(spark, FIRST, rollups.principal_hours(prepared).toArrow)
+        )
+        pending_topics = pool.submit(in_pool(spark, LATER, rollups.topic_hours(events).toArrow))
 
         progress.stage("failed logins and throttling: bursts, spraying, storms")
         singles = pending_singles.result()
@@ -106,6 +102,7 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
         groups = pending_groups.result()
         total, records, data_start, data_end = rollups.bounds(groups)
         if not records or data_start is None or data_end is None:
+            spark.sparkContext.cancelAllJobs()  # the topics pass: nothing to wait for
             prepared.unpersist()
             raise LogInputError(f"no access-log records in {', '.join(options.logs)}")
         skipped = total - records
@@ -205,58 +202,9 @@ def write_outputs(result: AnalysisResult, options: AnalyzeOptions) -> dict[str, 
         "summary": out / "summary.json",
     }
     write_findings_json(paths["json"], result.findings, meta)
-    write_findings_parquet(paths["parquet"], finding_rows(result.findings))
+    write_findings_parquet(paths["parquet"], result.findings)
     paths["summary"].write_text(json.dumps(meta, indent=1) + "\n")
     if options.report:
         paths["report"] = out / "report.html"
         paths["report"].write_text(render_report(result, meta), encoding="utf-8")
     return paths
-
-
-FINDING_COLUMNS = (
-    "id",
-    "detector",
-    "title",
-    "severity",
-    "score",
-    "entity_type",
-    "entity",
-    "principal",
-    "client_host",
-    "tenant",
-    "start",
-    "end",
-    "summary",
-    "evidence",
-)
-
-
-def write_findings_parquet(directory: Path, rows: list[dict[str, Any]]) -> None:
-    """The findings as ``directory/part-0.parquet`` (``directory`` replaced)."""
-    import shutil
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    text = pa.string()
-    when = pa.timestamp("us", tz="UTC")
-    types = {name: text for name in FINDING_COLUMNS} | {
-        "score": pa.float64(),
-        "start": when,
-        "end": when,
-    }
-
-    def values(name: str) -> list[Any]:
-        raw = [row.get(name) for row in rows]
-        if types[name] == when:  # RFC 3339 text to microseconds since the epoch
-            return [None if v is None else round(parse_rfc3339(v) * 1_000_000) for v in raw]
-        return raw
-
-    table = pa.table(
-        [pa.array(values(name), type=types[name]) for name in FINDING_COLUMNS],
-        names=list(FINDING_COLUMNS),
-    )
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
-    pq.write_table(table, directory / "part-0.parquet")

@@ -9,9 +9,9 @@ the driver JVM gets:
   (``-XX:ArchiveClassesAtExit``, about 180 MB, a second or two at exit); later runs,
   and the other Spark commands, map it (``-XX:SharedArchiveFile``) and start in about
   half the time. An archive holds only the classes its writer loaded, so only an
-  analysis writes one (a simulation's would miss the analysis's classes). The key covers the
-  Java binary, PySpark's version and jars, and these options, so a new JDK or Spark
-  gets a new archive; a JVM that cannot use an archive runs without it
+  analysis writes one (a simulation's would miss the analysis's classes). The key
+  covers the Java binary, PySpark's version and jars, and these options, so a new JDK
+  or Spark gets a new archive; a JVM that cannot use an archive runs without it
   (``-Xshare:auto``). ``KGW_SPARK_CDS=off`` turns the archive off; the cache root is
   ``$KGW_CACHE_DIR`` or ``~/.cache/kgw``.
 - the throughput collector (``-XX:+UseParallelGC``): no concurrent G1 threads and

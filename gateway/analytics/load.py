@@ -118,14 +118,11 @@ def read_logs(spark: Any, paths: Sequence[str], fmt: str = "auto") -> Any:
 
 def usable(frame: Any) -> Any:
     """Rows that are records of the schema (a time and a type)."""
-    from pyspark.sql import functions as F
-
-    return frame.where(F.col("ts").isNotNull() & F.col("type").isin("request", "connection"))
+    return frame.where(flags.is_record())
 
 
 def convert(spark: Any, paths: Sequence[str], out: str, fmt: str = "auto") -> tuple[int, int]:
     """Write the logs as Parquet partitioned by day; (records written, lines skipped)."""
-
     frame = read_logs(spark, paths, fmt)
     write_parquet(usable(frame), out)
     written = spark.read.parquet(out).count()
@@ -150,7 +147,7 @@ def write_parquet(records: Any, out: str) -> None:
 
     (
         records.select(
-            *(name for name in FIELDS),
+            *FIELDS,
             flags.expression().alias(flags.COLUMN),
             F.date_format("ts", "yyyy-MM-dd").alias("day"),
         )

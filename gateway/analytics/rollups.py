@@ -11,8 +11,9 @@ logins and throttled requests one by one. Grouping by hour, not by "before or in
 detection window", lets every pass start at once: the window is only known from the
 bounds, and is applied to the hourly tables in Arrow. Each pass reads only the
 columns it needs (Parquet column pruning). What a record is (request, allowed,
-denied, login, API) is a bit test on its ``flags`` (:mod:`.flags`), never a string
-comparison per record. Every result reaches the driver as an Arrow table, flat and
+denied, login, API) is a bit test on its ``flags`` (:mod:`.flags`): no string
+comparison per record when the Parquet stores the column (for JSON it is computed
+once per record from the strings). Every result reaches the driver as an Arrow table, flat and
 merged there, instead of as Row objects packed into arrays by another Spark
 aggregation. The aggregations keep to numeric aggregates (a string ``max()`` would
 make Spark sort every record).

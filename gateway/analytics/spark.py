@@ -59,7 +59,9 @@ def session(
     conf: dict[str, str] | None = None,
     write_archive: bool = False,
 ) -> Any:
-    """A SparkSession (an existing one is reused); UTC, quiet, no web UI.
+    """A SparkSession (an existing one is reused); UTC, quiet, no web UI, the fair
+    scheduler with the pools :data:`FIRST` and :data:`LATER`, and in local mode a driver
+    listening on loopback only.
 
     A new driver JVM gets the options of :mod:`.jvm`: it maps the class-data archive
     when there is one; with ``write_archive`` and none yet, it writes one as it exits,
@@ -162,7 +164,7 @@ def stop(spark: Any, timeout_s: float = 120.0) -> None:
         return
     gateway.shutdown()
     process.stdin.close()  # Spark's gateway server exits when its stdin closes
-    writing = _launched is not None and _launched.writing is not None
+    launched, writing = _launched, _launched is not None and _launched.writing is not None
     if writing:
         try:
             process.wait(timeout=timeout_s)
@@ -171,9 +173,9 @@ def stop(spark: Any, timeout_s: float = 120.0) -> None:
             process.wait()
     SparkContext._gateway = None
     SparkContext._jvm = None
-    if writing and _launched is not None and finish(_launched):
+    if launched is not None and finish(launched):  # finish keeps only what was written
         logging.getLogger(__name__).info(
-            "analytics.cds_archive_written", extra={"path": str(_launched.archive)}
+            "analytics.cds_archive_written", extra={"path": str(launched.archive)}
         )
     _launched = None
 

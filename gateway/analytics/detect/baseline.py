@@ -60,15 +60,14 @@ def probing_findings(
 ) -> list[Finding]:
     """Hours in which a principal was denied many more distinct topics than in any hour
     of its baseline; ``denied_topics`` maps (principal, hour) to the distinct topics
-    denied then, for the hours that have any."""
+    denied then (sorted), for the hours that have any."""
     most: dict[str, int] = {}  # per principal, the most distinct denied topics of a baseline hour
     for (principal, hour), names in denied_topics.items():
         if hour < detect_from:
             most[principal] = max(most.get(principal, 0), len(names))
     found: list[Finding] = []
     for period in periods:
-        if any((period.principal, r.hour) in denied_topics for r in period.recent):
-            found += probing(period.recent, most.get(period.principal, 0), denied_topics, t)
+        found += probing(period.recent, most.get(period.principal, 0), denied_topics, t)
     return merge_adjacent(found)
 
 
@@ -178,7 +177,7 @@ def probing(
                     "distinct_denied_topics": distinct,
                     "denied": r.denied,
                     "baseline_max_distinct": most,
-                    "sample_topics": sorted(names)[:10],
+                    "sample_topics": list(names[:10]),
                 },
                 principal=r.principal,
                 tenant=r.tenant,

@@ -7,6 +7,7 @@ from pathlib import Path
 from gateway.analytics import kinds
 from gateway.analytics.evaluate import evaluate, format_table, matches, unmatched
 from gateway.analytics.findings import (
+    COLUMNS,
     Finding,
     finding_rows,
     merge_adjacent,
@@ -71,6 +72,7 @@ def test_findings_round_trip_through_json(tmp_path: Path) -> None:
     write_findings_json(tmp_path / "f.json", original, {"records": 1})
     assert read_findings_json(tmp_path / "f.json") == original
     row = finding_rows(original)[0]
+    assert tuple(row) == COLUMNS  # the columns of findings.parquet
     assert row["evidence"] == '{"n": 2.5}' and row["entity_type"] == "address"
     assert row["start"] == "2026-10-30T00:00:00.000Z" and len(original[0].id) == 12
 
