@@ -35,11 +35,22 @@ def _ports_free(host: str, ports: list[int]) -> bool:
             sock.close()
 
 
+def _ephemeral_start() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux: 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def pick_ports(host: str = "127.0.0.1", span: int = DEV_MAX_NODE_ID + 1) -> tuple[int, int]:
-    """A free bootstrap port and a free block of ``span`` ports for the brokers."""
+    """A free bootstrap port and a free block of ``span`` ports for the brokers, below
+    the kernel's range for outgoing connections: a port found free there can be taken
+    by any client's connection before the gateway binds it."""
     rng = random.Random()
+    top = max(_ephemeral_start(), 20000 + 20 * span)
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - span)
+        base = rng.randrange(20000, top - span)
         bootstrap = base - 1
         if _ports_free(host, [bootstrap, *range(base, base + span)]):
             return bootstrap, base
