@@ -28,13 +28,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import Entity
 
 from .accesslog.exchange import Exchange
 from .accesslog.exchange import begin as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
-from .accesslog.records import decision_of, resources_of
+from .accesslog.records import Resources, decision_of, resources_of
 from .authentication import (
     SASL_APIS,
     SASL_AUTHENTICATE,
@@ -43,6 +42,8 @@ from .authentication import (
     PendingStep,
     sasl_specs,
 )
+from .enforcement.fetch_sessions import FetchSessions, fetch_outcome
+from .enforcement.units import is_replica
 from .identity import ClientIdentity
 from .protocol import apis
 from .protocol.api_versions import (
@@ -98,8 +99,8 @@ class Slot:
     """A response the client is owed, in request order."""
 
     __slots__ = (
-        "api_key", "api_version", "correlation_id", "data", "exchange", "merge", "throttle_ms",
-        "upstream",
+        "api_key", "api_version", "commit", "correlation_id", "data", "exchange", "merge",
+        "throttle_ms", "upstream",
     )  # fmt: skip
 
     def __init__(
@@ -116,6 +117,7 @@ class Slot:
         self.upstream = upstream
         self.data: bytes | None = None
         self.merge: Merge | None = None
+        self.commit: Callable[[int, int], None] | None = None  # a fetch session's bookkeeping
         self.exchange = exchange
         self.throttle_ms = 0.0
 
@@ -174,6 +176,9 @@ class Session:
                 return specs[key] if key in specs else base(key)
 
             self._advertised = with_sasl
+        # Fetch sessions are tracked wherever the gateway authorizes or answers a Fetch.
+        tracked = enforcer is not None or throttle is not None
+        self.fetch_sessions = FetchSessions() if tracked else None
         self._order: deque[Slot] = deque()
         self._waiting: deque[Slot] = deque()
         self.close_after_flush: str | None = None
@@ -214,11 +219,8 @@ class Session:
                 raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
             if self.auth.expired():
                 raise Fault("client", "SASL session lifetime ended without re-authentication")
-        if self.throttle is not None and key == apis.FETCH:
-            blocked = self.throttle.fetch_blocked_ms()
-            if blocked > 0:  # over the fetch quota: an empty answer, no broker involved
-                self._empty_fetch(version, correlation_id, blocked)
-                return None
+        if key == apis.FETCH and self.fetch_sessions is not None:
+            return self._fetch(data, version, correlation_id)
         if self.enforcer is not None or (self.admin is not None and key in self.admin.api_keys):
             return self._enforce(data, key, version, correlation_id)
         if key == apis.PRODUCE and self._produce_acks(data) == 0:
@@ -227,18 +229,52 @@ class Session:
         self._expect(Slot(key, version, correlation_id, True, self._exchange), len(data))
         return data
 
-    def _empty_fetch(self, version: int, correlation_id: int, throttle_ms: float) -> None:
-        body = error_response(apis.response_schema(apis.FETCH, version), ErrorCode.none)
-        body = dataclasses.replace(body, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
-        self._local(
-            apis.FETCH,
-            version,
-            correlation_id,
-            encode_response(apis.FETCH, version, correlation_id, body),
-        )
-        if self._exchange is not None:
-            self._exchange.throttle_ms = int(throttle_ms)
-        self._mute(throttle_ms)
+    def _fetch(self, data: bytes, version: int, correlation_id: int) -> bytes | None:
+        """A Fetch, through the connection's fetch sessions (``FetchSessions``): what it
+        reads is authorized whole, sessions included; over the fetch quota it is
+        answered here, empty, with the session's epoch kept right."""
+        assert self.fetch_sessions is not None
+        payload = memoryview(data)[4:]
+        try:
+            head = parse_request_head(payload)
+            request: Any = decode_request(head, payload)
+        except ProtocolError as exc:
+            raise Fault("client", str(exc)) from None
+        response_cls = apis.response_schema(apis.FETCH, version)
+        enforcer = self.enforcer
+        if enforcer is not None and is_replica(request):  # a follower's fetch
+            return self._enforce(data, apis.FETCH, version, correlation_id)
+        blocked = self.throttle.fetch_blocked_ms() if self.throttle is not None else 0.0
+        allowed = enforcer.reader() if enforcer is not None else None
+        plan = self.fetch_sessions.plan(request, response_cls, allowed, local=blocked > 0)
+        exchange = self._exchange
+        if exchange is not None:
+            read = len(plan.effective) - plan.denied  # partitions not refused
+            exchange.decision = decision_of(enforcer is not None, plan.denied, read > 0)
+            topics = tuple(dict.fromkeys(str(topic) for topic, _ in plan.effective))
+            exchange.resources = Resources(topics=topics, partitions=len(plan.effective))
+            exchange.rule = enforcer.last_rule if enforcer is not None else None
+        if plan.denied and enforcer is not None:
+            self._log_denial(apis.FETCH, version)
+        if plan.forward is None:
+            body: Any = plan.local
+            if blocked > 0:  # over the fetch quota: no broker involved
+                body = dataclasses.replace(
+                    body, throttle_time=datetime.timedelta(milliseconds=blocked)
+                )
+                if exchange is not None:
+                    exchange.throttle_ms = int(blocked)
+                self._mute(blocked)
+            reply = encode_response(apis.FETCH, version, correlation_id, body)
+            self._local(apis.FETCH, version, correlation_id, reply)
+            return None
+        out = data
+        if plan.forward is not request:
+            out = frame(bytes(payload[: head.body_offset]) + encode_body(plan.forward))
+        slot = Slot(apis.FETCH, version, correlation_id, True, exchange)
+        slot.merge, slot.commit = plan.merge, plan.commit
+        self._expect(slot, len(out))
+        return out
 
     def _mute(self, ms: float) -> None:
         self._mute_ms = max(self._mute_ms, ms)
@@ -490,6 +526,8 @@ class Session:
         try:
             if key == apis.API_VERSIONS:
                 return frame(rewrite_api_versions(payload, slot.api_version, self._advertised))
+            if slot.commit is not None:
+                slot.commit(*fetch_outcome(payload, slot.api_version))
             if self.throttle is not None and key == apis.FETCH:
                 slot.throttle_ms = max(slot.throttle_ms, self.throttle.on_fetch_response(len(data)))
             rewriting = needs_rewrite(key, slot.api_version)

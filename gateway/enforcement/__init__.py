@@ -9,6 +9,7 @@ ApiVersions offers while authorization is on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..authz.engine import Authorizer
@@ -59,6 +60,22 @@ class Enforcer:
                 f"{operation.name} {resource_type.name}:{name}: {decision.rule}"
             )
         return decision.allowed
+
+    def reader(self) -> Callable[[Any], bool]:
+        """For one request: may the principal READ this topic? (Asks once per topic;
+        a name that is not a string, a topic id, is never readable here.)"""
+        self.last_denials = []
+        self.last_rule = None
+        answers: dict[str, bool] = {}
+
+        def allowed(topic: object) -> bool:
+            if not isinstance(topic, str):
+                return False
+            if topic not in answers:
+                answers[topic] = self.check(ResourceType.TOPIC, topic, Operation.READ)
+            return answers[topic]
+
+        return allowed
 
     def decide(self, api_key: int, request: Any, response_cls: type[Any]) -> Verdict:
         self.last_denials = []

@@ -59,7 +59,8 @@ def _topics(field: str, op: Op, response_field: str) -> Unit:
     return unit
 
 
-def _is_replica(request: Any) -> bool:
+def is_replica(request: Any) -> bool:
+    """A follower's fetch (or leader-epoch query): brokers only."""
     replica = getattr(request, "replica_id", None)
     if replica is None and getattr(request, "replica_state", None) is not None:
         replica = request.replica_state.replica_id
@@ -74,13 +75,13 @@ def produce(request: Any, check: Check, rc: type[Any]) -> Verdict:
 
 
 def fetch(request: Any, check: Check, rc: type[Any]) -> Verdict:
-    if _is_replica(request):  # a follower's fetch: never a tenant's business
+    if is_replica(request):  # a follower's fetch: never a tenant's business
         return deny_whole(rc, CLUSTER_DENIED)
     return _topics("topics", Op.READ, "responses")(request, check, rc)
 
 
 def offset_for_leader_epoch(request: Any, check: Check, rc: type[Any]) -> Verdict:
-    if _is_replica(request):
+    if is_replica(request):
         return deny_whole(rc, CLUSTER_DENIED)
     return _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
 
