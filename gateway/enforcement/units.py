@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
+from ..protocol.errors import error_response
 from .mirror import list_item_type, mirror
 from .toolkit import (
     CLUSTER_DENIED,
@@ -29,7 +30,7 @@ from .toolkit import (
     respond_only,
     split,
 )
-from .verdict import PASS, Check, Verdict
+from .verdict import PASS, Check, Merge, Verdict
 
 Unit = Callable[[Any, Check, type[Any]], Verdict]
 
@@ -86,15 +87,63 @@ def offset_for_leader_epoch(request: Any, check: Check, rc: type[Any]) -> Verdic
     return _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
 
 
-def metadata(request: Any, check: Check, rc: type[Any]) -> Verdict:
-    topics = request.topics
+def _describable(check: Check) -> Callable[[Any], bool]:
+    """Is this entry's topic (named as the broker named it) describable?"""
 
     def visible(t: Any) -> bool:
-        return t.name is not None and check(R.TOPIC, t.name, Op.DESCRIBE)
+        name = getattr(t, "name", None) or getattr(t, "topic_name", None)
+        return name is not None and check(R.TOPIC, name, Op.DESCRIBE)
 
-    if topics is None:  # all topics: silently leave out what may not be described
+    return visible
+
+
+def _guarded(verdict: Verdict, guard: Merge) -> Verdict:
+    """``verdict`` with ``guard`` applied to the broker's response before its own merge:
+    the broker resolves ids, "all" forms and regexes; what it answers is checked again."""
+    if verdict.local is not None or verdict.forward is None:
+        return verdict
+    merge = guard if verdict.merge is None else _then(guard, verdict.merge)
+    return dataclasses.replace(verdict, merge=merge)
+
+
+def _then(first: Merge, second: Merge) -> Merge:
+    return lambda response: second(first(response))
+
+
+def _metadata_guard(visible: Callable[[Any], bool]) -> Merge:
+    """Refuse (29, no name) every topic the broker answered that may not be described,
+    whatever the request named it by (a topic id resolves to another tenant's topic)."""
+
+    def guard(response: Any) -> Any:
+        item_cls = list_item_type(type(response), "topics")
+        kept = tuple(
+            t if visible(t) or (t.name is None and int(t.error_code) != 0)
+            else mirror(item_cls, named(topic_id=getattr(t, "topic_id", None)), TOPIC_DENIED)
+            for t in response.topics
+        )  # fmt: skip
+        return dataclasses.replace(response, topics=kept)
+
+    return guard
+
+
+def metadata(request: Any, check: Check, rc: type[Any]) -> Verdict:
+    topics = request.topics
+    visible = _describable(check)
+    if topics is None or (not topics and int(request.__version__) == 0):
+        # all topics (an empty list means "all" in v0): leave out what may not be described
         return _metadata_filter(visible)
-    verdict = split(request, rc, "topics", "topics", visible, TOPIC_DENIED)
+    return _guarded(_metadata_named(request, check, rc, visible), _metadata_guard(visible))
+
+
+def _metadata_named(
+    request: Any, check: Check, rc: type[Any], visible: Callable[[Any], bool]
+) -> Verdict:
+    topics = request.topics
+
+    def asked(t: Any) -> bool:  # by name: checked now; by id: checked on the answer
+        return visible(t) if t.name is not None else getattr(t, "topic_id", None) is not None
+
+    verdict = split(request, rc, "topics", "topics", asked, TOPIC_DENIED)
     if verdict.local is not None and topics:
         return _metadata_none_visible(request, verdict.local.topics)
     creating = getattr(request, "allow_auto_topic_creation", False)
@@ -129,6 +178,8 @@ def _metadata_none_visible(request: Any, denied: tuple[Any, ...]) -> Verdict:
 
 
 def _metadata_filter(visible: Callable[[Any], bool]) -> Verdict:
+    """Forward as is; leave out of the answer every topic that may not be described."""
+
     def merge(response: Any) -> Any:
         return dataclasses.replace(response, topics=tuple(t for t in response.topics if visible(t)))
 
@@ -354,17 +405,73 @@ def list_transactions(request: Any, check: Check, rc: type[Any]) -> Verdict:
     return Verdict(forward=True, merge=merge)
 
 
+REGEX_REFUSED = (
+    "subscribed_topic_regex cannot be authorized by this gateway (the broker would match it "
+    "against every tenant's topics): subscribe by topic names"
+)
+
+
 def consumer_group_heartbeat(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if not check(R.GROUP, request.group_id, Op.READ):
         return deny_whole(rc, GROUP_DENIED)
+    if getattr(request, "subscribed_topic_regex", None):  # resolved by the broker: refused
+        local = dataclasses.replace(error_response(rc, TOPIC_DENIED), error_message=REGEX_REFUSED)
+        return Verdict(local=local, denied=1)
     names = request.subscribed_topic_names or ()
     if not all(check(R.TOPIC, name, Op.DESCRIBE) for name in names):
         return deny_whole(rc, TOPIC_DENIED)
     return PASS
 
 
+def consumer_group_describe(request: Any, check: Check, rc: type[Any]) -> Verdict:
+    """Groups by DESCRIBE; in what the broker answers, members' subscriptions and
+    assignments keep only the topics the principal may describe."""
+    verdict = _named_list("group_ids", "groups", "group_id", R.GROUP, Op.DESCRIBE, GROUP_DENIED)(
+        request, check, rc
+    )
+    return _guarded(verdict, _members_guard(check))
+
+
+def _members_guard(check: Check) -> Merge:
+    visible = _describable(check)
+
+    def assignment(a: Any) -> Any:
+        kept = tuple(tp for tp in a.topic_partitions if visible(tp))
+        return dataclasses.replace(a, topic_partitions=kept)
+
+    def member(m: Any) -> Any:
+        names = tuple(n for n in m.subscribed_topic_names if check(R.TOPIC, n, Op.DESCRIBE))
+        return dataclasses.replace(
+            m,
+            subscribed_topic_names=names,
+            assignment=assignment(m.assignment),
+            target_assignment=assignment(m.target_assignment),
+        )
+
+    def guard(response: Any) -> Any:
+        groups = tuple(
+            dataclasses.replace(g, members=tuple(member(m) for m in g.members))
+            for g in response.groups
+        )
+        return dataclasses.replace(response, groups=groups)
+
+    return guard
+
+
 def describe_topic_partitions(request: Any, check: Check, rc: type[Any]) -> Verdict:
-    return _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
+    """Named topics by DESCRIBE; an empty list means "all": the broker's answer keeps
+    only describable topics, and a cursor naming another topic is dropped."""
+    visible = _describable(check)
+    verdict = _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
+
+    def guard(response: Any) -> Any:
+        kept = tuple(t for t in response.topics if visible(t))
+        cursor = response.next_cursor
+        if cursor is not None and not visible(cursor):
+            cursor = None  # it would name a topic the principal may not see
+        return dataclasses.replace(response, topics=kept, next_cursor=cursor)
+
+    return _guarded(verdict, guard)
 
 
 def passthrough(request: Any, check: Check, rc: type[Any]) -> Verdict:
@@ -419,7 +526,7 @@ UNITS: dict[int, Unit] = {
     ),
     66: list_transactions,
     68: consumer_group_heartbeat,
-    69: _named_list("group_ids", "groups", "group_id", R.GROUP, Op.DESCRIBE, GROUP_DENIED),
+    69: consumer_group_describe,
     75: describe_topic_partitions,
 }
 

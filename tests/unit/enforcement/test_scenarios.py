@@ -47,6 +47,7 @@ def names_in(entity: Any) -> set[str]:
             if field.name in (
                 "name",
                 "topic",
+                "topic_name",
                 "group_id",
                 "transactional_id",
                 "key",
@@ -58,7 +59,7 @@ def names_in(entity: Any) -> set[str]:
                 for item in value:
                     if isinstance(item, str) and field.name in (
                         "groups", "groups_names", "coordinator_keys", "topic_names", "group_ids",
-                        "transactional_ids",
+                        "transactional_ids", "subscribed_topic_names",
                     ):  # fmt: skip
                         found.add(item)
                     else:
@@ -111,3 +112,5 @@ def test_scenario(file: str, case: dict[str, Any], make_authorizer: MakeAuthoriz
         assert codes.get(label) == code, f"{label}: {codes}"
     if "names" in expect:
         assert names_in(response) == set(expect["names"])
+    for field, value in expect.get("fields", {}).items():
+        assert getattr(response, field) == value, field
