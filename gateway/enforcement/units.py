@@ -9,6 +9,7 @@ API without a unit is refused (tests/unit/enforcement checks none is missing).
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -194,9 +195,17 @@ def create_topics(request: Any, check: Check, rc: type[Any]) -> Verdict:
     )  # fmt: skip
 
 
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def names_an_id(entry: Any) -> bool:
+    """The entry carries a topic id, which the broker would act on instead of its name."""
+    return getattr(entry, "topic_id", None) not in (None, ZERO_UUID)
+
+
 def delete_topics(request: Any, check: Check, rc: type[Any]) -> Verdict:
-    def allowed(t: Any) -> bool:
-        return t.name is not None and check(R.TOPIC, t.name, Op.DELETE)
+    def allowed(t: Any) -> bool:  # by id (v6): the broker would delete whatever it names
+        return t.name is not None and not names_an_id(t) and check(R.TOPIC, t.name, Op.DELETE)
 
     if hasattr(request, "topic_names"):
         entries = [named(name=n) for n in request.topic_names]
