@@ -7,6 +7,12 @@ POLICY_VIOLATION (or THROTTLING_QUOTA_EXCEEDED for the KIP-599 mutation rate) an
 a message; the rest of the request is forwarded. Counting topics and partitions
 needs the cluster's current topic list, so CreateTopics and CreatePartitions are
 ``Deferred`` on a metadata read; retention changes are decided at once. No I/O here.
+
+Every topic config a tenant sends is first read the way the broker reads it
+(``gateway.kafkaconfig``: Java's trim and number parsing, Kafka 4.1's topic keys
+and validators), so a limit is checked on the value the broker will store; an
+unknown key, a duplicate, a null or a value the broker would refuse is answered
+with INVALID_CONFIG (40) before any plan check (decision 0023).
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..kafkaconfig import INVALID_CONFIG, InvalidConfig, TopicChanges, read_changes
+from ..kafkaconfig.topic import SET
 from ..quotas.licence import (
+    ALLOWED,
     AlterRetention,
     CreatePartitions,
     CreateTopic,
@@ -40,8 +49,9 @@ LICENCE_APIS = frozenset(
     {CREATE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS}
 )
 TOPIC_RESOURCE = 2
-SET = 0  # IncrementalAlterConfigs operation
 RETENTION_MS = "retention.ms"
+Wanted = LicenceRequest | LicenceVerdict
+"""A request for the plan to check, or a verdict already reached (an invalid config)."""
 
 TopicSource = Callable[[], Awaitable[Mapping[str, int]]]
 """The cluster's topics now: name -> partition count (the network layer awaits it)."""
@@ -77,35 +87,50 @@ def decide(
 ) -> Verdict:
     """The licence's verdict on ``request`` (what authorization already let through)."""
     if key == CREATE_TOPICS:
-        wanted: list[LicenceRequest] = _create_topics(request)
+        wanted: list[Wanted] = _create_topics(request)
         return _counted(request, rc, licence, topics, note, ("topics", "topics"), wanted)
     if key == CREATE_PARTITIONS:
         wanted = [CreatePartitions(t.name, int(t.count)) for t in request.topics]
         return _counted(request, rc, licence, topics, note, ("topics", "results"), wanted)
     if key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
-        return _retention(request, rc, licence, incremental=key == INCREMENTAL_ALTER_CONFIGS)
+        return _alter_configs(request, rc, licence, incremental=key == INCREMENTAL_ALTER_CONFIGS)
     return PASS
 
 
-def _create_topics(request: Any) -> list[LicenceRequest]:
-    wanted: list[LicenceRequest] = []
+def _create_topics(request: Any) -> list[Wanted]:
+    wanted: list[Wanted] = []
     for topic in request.topics:
         partitions = int(topic.num_partitions)
         if partitions < 1 and topic.assignments:
             partitions = len(topic.assignments)
-        retention = None
-        for config in topic.configs or ():
-            if config.name == RETENTION_MS:
-                retention = _int(config.value)
-        wanted.append(CreateTopic(topic.name, partitions, retention))
+        try:
+            changes = read_changes((c.name, c.value, SET) for c in topic.configs or ())
+        except InvalidConfig as exc:
+            wanted.append(_invalid(exc))
+            continue
+        wanted.append(CreateTopic(topic.name, partitions, _retention_ms(changes)))
     return wanted
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None  # not a number: the broker refuses it with INVALID_CONFIG
+def _invalid(exc: InvalidConfig) -> LicenceVerdict:
+    return LicenceVerdict(False, INVALID_CONFIG, str(exc))
+
+
+def _retention_ms(changes: TopicChanges) -> int | None:
+    """The retention.ms the broker will store, as parsed; None when the request sets none."""
+    value = changes.values.get(RETENTION_MS)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _check(licence: Licence, usage: TenantUsage, wanted: Sequence[Wanted]) -> list[LicenceVerdict]:
+    """The plan's verdict on each request, in order; verdicts already reached stay."""
+    requests = [w for w in wanted if not isinstance(w, LicenceVerdict)]
+    checked = iter(
+        check_requests(
+            licence.plan, usage, requests, mutation_throttle_ms=licence.mutation_throttle_ms
+        )
+    )
+    return [w if isinstance(w, LicenceVerdict) else next(checked) for w in wanted]
 
 
 def _needs_usage(licence: Licence) -> bool:
@@ -121,16 +146,14 @@ def _counted(
     topics: TopicSource,
     note: Note | None,
     fields: tuple[str, str],
-    wanted: Sequence[LicenceRequest],
+    wanted: Sequence[Wanted],
 ) -> Verdict:
     """CreateTopics / CreatePartitions: counted against the tenant's current usage."""
     field, response_field = fields
     entries = list(getattr(request, field))
 
     def with_usage(usage: TenantUsage) -> Verdict:
-        verdicts = check_requests(
-            licence.plan, usage, wanted, mutation_throttle_ms=licence.mutation_throttle_ms
-        )
+        verdicts = _check(licence, usage, wanted)
         verdict = _split(request, rc, field, response_field, entries, verdicts, licence)
         if getattr(request, "validate_only", False):
             return verdict
@@ -141,7 +164,7 @@ def _counted(
             return verdict
         return _noting(verdict, response_field, wanted, note)
 
-    if not _needs_usage(licence):
+    if not _needs_usage(licence) or all(isinstance(w, LicenceVerdict) for w in wanted):
         return with_usage(licence.empty())
 
     def finish(outcome: Any) -> Verdict:
@@ -152,18 +175,15 @@ def _counted(
                 f"the cluster's topic list is unavailable ({reason}); retry"
             )
             _log_unavailable(licence, reason)
-            verdicts = [LicenceVerdict(False, int(ErrorCode.unknown_server_error), message)] * len(
-                entries
-            )
+            unavailable = LicenceVerdict(False, int(ErrorCode.unknown_server_error), message)
+            verdicts = [w if isinstance(w, LicenceVerdict) else unavailable for w in wanted]
             return _split(request, rc, field, response_field, entries, verdicts, licence)
         return with_usage(licence.usage(outcome))
 
     return Verdict(defer=Deferred("licence-usage", topics, finish))
 
 
-def _noting(
-    verdict: Verdict, response_field: str, wanted: Sequence[LicenceRequest], note: Note
-) -> Verdict:
+def _noting(verdict: Verdict, response_field: str, wanted: Sequence[Wanted], note: Note) -> Verdict:
     """``verdict``, and what the brokers confirm goes to the topic view at once."""
     sizes: dict[str, int] = {}
     for item in wanted:
@@ -182,7 +202,7 @@ def _noting(
     return dataclasses.replace(verdict, merge=merge)
 
 
-def _added(wanted: LicenceRequest, usage: TenantUsage) -> int:
+def _added(wanted: Wanted, usage: TenantUsage) -> int:
     if isinstance(wanted, CreateTopic):
         return max(wanted.partitions, 1)
     if isinstance(wanted, CreatePartitions):
@@ -190,30 +210,35 @@ def _added(wanted: LicenceRequest, usage: TenantUsage) -> int:
     return 0
 
 
-def _retention(request: Any, rc: type[Any], licence: Licence, incremental: bool) -> Verdict:
+def _alter_configs(request: Any, rc: type[Any], licence: Licence, incremental: bool) -> Verdict:
     entries = list(request.resources)
-    verdicts = []
-    for resource in entries:
-        wanted = _retention_change(resource, incremental)
-        if wanted is None:
-            verdicts.append(LicenceVerdict(True, 0, None))
-            continue
-        (verdict,) = check_requests(licence.plan, licence.empty(), [wanted])
-        verdicts.append(verdict)
+    verdicts = [_alter_verdict(resource, licence, incremental) for resource in entries]
     return _split(request, rc, "resources", "responses", entries, verdicts, licence)
 
 
-def _retention_change(resource: Any, incremental: bool) -> AlterRetention | None:
-    """The new retention.ms of a topic resource, or None when it sets none."""
+def _alter_verdict(resource: Any, licence: Licence, incremental: bool) -> LicenceVerdict:
+    """One resource of (Incremental)AlterConfigs: its topic configs read, then the plan.
+
+    A DELETE of retention.ms (or AlterConfigs leaving it out) puts the topic on the
+    broker's default, which a topic created without retention.ms gets too: the plan
+    is not asked (decision 0023, docs/quotas.md)."""
     if int(resource.resource_type) != TOPIC_RESOURCE:
-        return None
-    for config in resource.configs or ():
-        if config.name != RETENTION_MS or (incremental and int(config.config_operation) != SET):
-            continue
-        value = _int(config.value)
-        if value is not None:
-            return AlterRetention(resource.resource_name, value)
-    return None
+        return ALLOWED
+    configs = (
+        (c.name, c.value, int(c.config_operation) if incremental else SET)
+        for c in resource.configs or ()
+    )
+    try:
+        changes = read_changes(configs)
+    except InvalidConfig as exc:
+        return _invalid(exc)
+    retention = _retention_ms(changes)
+    if retention is None:
+        return ALLOWED
+    (verdict,) = check_requests(
+        licence.plan, licence.empty(), [AlterRetention(resource.resource_name, retention)]
+    )
+    return verdict
 
 
 def _split(

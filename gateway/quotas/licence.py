@@ -34,7 +34,8 @@ ALLOWED = LicenceVerdict(True, NONE, None)
 @dataclass(frozen=True, slots=True)
 class CreateTopic:
     """``partitions``: the effective count (resolve Kafka's -1 to ``num.partitions``
-    first); ``retention_ms``: the effective value, None when unknown."""
+    first); ``retention_ms``: the value the broker will store, parsed as it parses it
+    (``gateway.kafkaconfig``, never Python's ``int()``), None when the request sets none."""
 
     name: str
     partitions: int
@@ -50,7 +51,7 @@ class CreatePartitions:
 @dataclass(frozen=True, slots=True)
 class AlterRetention:
     topic: str
-    retention_ms: int  # the new value; -1 for infinite
+    retention_ms: int  # the new value as the broker parses it; -1 for infinite
 
 
 LicenceRequest = CreateTopic | CreatePartitions | AlterRetention
