@@ -65,8 +65,9 @@ from .protocol.codec import (
     response_body_offset,
     response_correlation_id,
 )
-from .protocol.errors import UNSUPPORTED_VERSION, error_response
+from .protocol.errors import UNSUPPORTED_VERSION
 from .protocol.framing import frame
+from .protocol.refusal import refuse
 from .rewrite import needs_rewrite, rewrite
 from .throttling import Throttle
 from .topology import PublicMap, UnmappableBroker
@@ -209,7 +210,7 @@ class Session:
             return self._api_versions(data, version, correlation_id)
         spec = self._advertised(key)
         if spec is None or not spec.min_version <= version <= spec.max_version:
-            self._refuse_version(key, version, correlation_id)
+            self._refuse_version(data, key, version, correlation_id)
             return None
         if self.auth is not None:
             if key in SASL_APIS:
@@ -485,13 +486,25 @@ class Session:
         self._expect(Slot(apis.API_VERSIONS, version, correlation_id, True, self._exchange))
         return data
 
-    def _refuse_version(self, key: int, version: int, correlation_id: int) -> None:
-        """UNSUPPORTED_VERSION in the client's own version where kio knows it, else minimal."""
+    def _refuse_version(self, data: bytes, key: int, version: int, correlation_id: int) -> None:
+        """UNSUPPORTED_VERSION as a broker answers it: in the client's own version, at the
+        top level and on every entry the request named (``protocol.refusal``), where kio
+        knows the schema; else header v0 and a close. Before SASL completes anything but
+        the SASL APIs closes the connection, and so does a Produce with acks=0 (it has
+        no response to carry the error)."""
+        if self.auth is not None and not self.auth.authenticated and key not in SASL_APIS:
+            raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
         if version in apis.decodable_versions(key):
-            body = error_response(apis.response_schema(key, version), UNSUPPORTED_VERSION)
-            self._local(
-                key, version, correlation_id, encode_response(key, version, correlation_id, body)
-            )
+            payload = memoryview(data)[4:]
+            try:
+                request: Any = decode_request(parse_request_head(payload), payload)
+            except ProtocolError as exc:
+                raise Fault("client", str(exc)) from None
+            if key == apis.PRODUCE and int(request.acks) == 0:
+                raise Fault("client", f"Produce v{version} with acks=0 is not supported")
+            body = refuse(request, apis.response_schema(key, version), UNSUPPORTED_VERSION)
+            reply = encode_response(key, version, correlation_id, body)
+            self._local(key, version, correlation_id, reply)
             return
         # No schema to answer in: header v0 and the error code, then close.
         reply = frame(struct.pack(">ih", correlation_id, int(UNSUPPORTED_VERSION)))

@@ -90,5 +90,5 @@ class Enforcer:
         unit = UNITS.get(api_key)
         if unit is None:  # not in the mapping: denied
             self.last_denials.append(f"api {api_key} has no authorization unit")
-            return deny_whole(response_cls, CLUSTER_DENIED)
+            return deny_whole(response_cls, CLUSTER_DENIED, request)
         return unit(request, self.check, response_cls)

@@ -20,12 +20,13 @@ from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
 from ..authz.store import PolicyError
 from .mirror import list_item_type
-from .toolkit import CLUSTER_DENIED, CLUSTER_NAME, deny_whole, respond_only, split
+from .toolkit import CLUSTER_DENIED, CLUSTER_NAME, deny_whole, respond_only
 from .verdict import Check, Verdict
 
 log = logging.getLogger("kgw.authz")
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ACL_APIS = frozenset({DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS})
+CLUSTER_DENIED_MESSAGE = "Cluster authorization failed."  # Kafka's text for error 31
 
 
 def handle(
@@ -33,11 +34,9 @@ def handle(
 ) -> Verdict:
     needed = Op.DESCRIBE if key == DESCRIBE_ACLS else Op.ALTER
     if not check(R.CLUSTER, CLUSTER_NAME, needed):
-        if key == CREATE_ACLS:  # errors are per creation / per filter
-            return split(request, rc, "creations", "results", lambda _c: False, CLUSTER_DENIED)
-        if key == DELETE_ACLS:
-            return split(request, rc, "filters", "filter_results", lambda _f: False, CLUSTER_DENIED)
-        return deny_whole(rc, CLUSTER_DENIED)
+        # As Kafka's AclApis, at every version: 31 with a message, at the top level
+        # (DescribeAcls) or on every creation / filter (CreateAcls, DeleteAcls).
+        return deny_whole(rc, CLUSTER_DENIED, request, CLUSTER_DENIED_MESSAGE)
     if key == DESCRIBE_ACLS:
         return Verdict(local=_describe(request, rc, authorizer))
     if key == CREATE_ACLS:

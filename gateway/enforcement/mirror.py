@@ -55,7 +55,7 @@ def _partition(cls: type[Any], index: int, code: ErrorCode) -> Any:
     for field in dataclasses.fields(cls):
         if field.name in _PARTITION_INDEX_FIELDS:
             values[field.name] = index
-        elif field.name == "high_watermark":  # Kafka's INVALID_HIGH_WATERMARK on errors
+        elif field.name in ("high_watermark", "committed_offset"):  # Kafka's -1 on errors
             values[field.name] = -1
         elif field.metadata.get("kafka_type") == "error_code" or field.name.endswith("error_code"):
             values[field.name] = code

@@ -9,6 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..protocol import refusal
 from ..protocol.errors import error_response
 from .mirror import list_item_type, mirror
 from .verdict import PASS, Deferred, Verdict
@@ -35,8 +36,12 @@ def item_name(item: Any) -> str | None:
     return None
 
 
-def deny_whole(response_cls: type[Any], code: ErrorCode) -> Verdict:
-    return Verdict(local=error_response(response_cls, code), denied=1)
+def deny_whole(
+    response_cls: type[Any], code: ErrorCode, request: Any = None, message: str | None = None
+) -> Verdict:
+    """Refuse all of ``request`` as a broker would: ``code`` at the top level and on every
+    entry it named (``protocol.refusal``); without ``request``, at the top level only."""
+    return Verdict(local=refusal.refuse(request, response_cls, code, message), denied=1)
 
 
 def _code(code: Code, item: Any) -> ErrorCode:

@@ -17,7 +17,6 @@ from kio.schema.errors import ErrorCode
 
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
-from ..protocol.errors import error_response
 from .mirror import list_item_type, mirror
 from .toolkit import (
     CLUSTER_DENIED,
@@ -38,14 +37,16 @@ Unit = Callable[[Any, Check, type[Any]], Verdict]
 
 def _cluster(op: Op) -> Unit:
     def unit(request: Any, check: Check, rc: type[Any]) -> Verdict:
-        return PASS if check(R.CLUSTER, CLUSTER_NAME, op) else deny_whole(rc, CLUSTER_DENIED)
+        allowed = check(R.CLUSTER, CLUSTER_NAME, op)
+        return PASS if allowed else deny_whole(rc, CLUSTER_DENIED, request)
 
     return unit
 
 
 def _group(op: Op, field: str = "group_id") -> Unit:
     def unit(request: Any, check: Check, rc: type[Any]) -> Verdict:
-        return PASS if check(R.GROUP, getattr(request, field), op) else deny_whole(rc, GROUP_DENIED)
+        allowed = check(R.GROUP, getattr(request, field), op)
+        return PASS if allowed else deny_whole(rc, GROUP_DENIED, request)
 
     return unit
 
@@ -78,13 +79,13 @@ def produce(request: Any, check: Check, rc: type[Any]) -> Verdict:
 
 def fetch(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if is_replica(request):  # a follower's fetch: never a tenant's business
-        return deny_whole(rc, CLUSTER_DENIED)
+        return deny_whole(rc, CLUSTER_DENIED, request)
     return _topics("topics", Op.READ, "responses")(request, check, rc)
 
 
 def offset_for_leader_epoch(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if is_replica(request):
-        return deny_whole(rc, CLUSTER_DENIED)
+        return deny_whole(rc, CLUSTER_DENIED, request)
     return _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
 
 
@@ -227,17 +228,15 @@ def txn_offset_commit(request: Any, check: Check, rc: type[Any]) -> Verdict:
 
 def offset_delete(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if not check(R.GROUP, request.group_id, Op.DELETE):
-        return deny_whole(rc, GROUP_DENIED)
+        return deny_whole(rc, GROUP_DENIED, request)
     return _topics("topics", Op.READ, "topics")(request, check, rc)
 
 
 def offset_fetch(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if hasattr(request, "groups"):
         return _offset_fetch_groups(request, check, rc)
-    if not check(R.GROUP, request.group_id, Op.DESCRIBE):
-        if request.topics:  # v0-1 report the group's refusal per partition
-            return split(request, rc, "topics", "topics", lambda _t: False, GROUP_DENIED)
-        return deny_whole(rc, GROUP_DENIED)
+    if not check(R.GROUP, request.group_id, Op.DESCRIBE):  # per partition, and top level v2+
+        return deny_whole(rc, GROUP_DENIED, request)
     if request.topics is None:  # all committed topics: leave out the undescribable
         return _offsets_visible(check)
     return _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
@@ -307,7 +306,7 @@ def find_coordinator(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if hasattr(request, "coordinator_keys"):
         entries = [named(key=k, node_id=-1, host="", port=-1) for k in request.coordinator_keys]
         return split(request, rc, "coordinator_keys", "coordinators", allowed, code, entries)
-    return PASS if allowed(named(key=request.key)) else deny_whole(rc, code)
+    return PASS if allowed(named(key=request.key)) else deny_whole(rc, code, request)
 
 
 def _named_list(
@@ -350,12 +349,7 @@ def _configs(op: Op, response_field: str) -> Unit:
 def elect_leaders(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if check(R.CLUSTER, CLUSTER_NAME, Op.ALTER):
         return PASS
-    if request.topic_partitions:  # v0 reports errors per partition only
-        return split(
-            request, rc, "topic_partitions", "replica_election_results",
-            lambda _t: False, CLUSTER_DENIED,
-        )  # fmt: skip
-    return deny_whole(rc, CLUSTER_DENIED)
+    return deny_whole(rc, CLUSTER_DENIED, request)  # per partition, and top level v1+
 
 
 def alter_client_quotas(request: Any, check: Check, rc: type[Any]) -> Verdict:
@@ -366,7 +360,7 @@ def alter_client_quotas(request: Any, check: Check, rc: type[Any]) -> Verdict:
 
 def add_partitions_to_txn(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if hasattr(request, "transactions"):  # v4+: sent by brokers only
-        return deny_whole(rc, CLUSTER_DENIED)
+        return deny_whole(rc, CLUSTER_DENIED, request)
     txn = request.v3_and_below_transactional_id
     field, response_field = "v3_and_below_topics", "results_by_topic_v3_and_below"
     if not check(R.TRANSACTIONAL_ID, txn, Op.WRITE):
@@ -376,7 +370,7 @@ def add_partitions_to_txn(request: Any, check: Check, rc: type[Any]) -> Verdict:
 
 def add_offsets_to_txn(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if not check(R.TRANSACTIONAL_ID, request.transactional_id, Op.WRITE):
-        return deny_whole(rc, TXN_DENIED)
+        return deny_whole(rc, TXN_DENIED, request)
     return _group(Op.READ)(request, check, rc)
 
 
@@ -384,12 +378,12 @@ def init_producer_id(request: Any, check: Check, rc: type[Any]) -> Verdict:
     txn = request.transactional_id
     if txn is None:  # idempotence alone: every Produce is still checked per topic
         return PASS
-    return PASS if check(R.TRANSACTIONAL_ID, txn, Op.WRITE) else deny_whole(rc, TXN_DENIED)
+    return PASS if check(R.TRANSACTIONAL_ID, txn, Op.WRITE) else deny_whole(rc, TXN_DENIED, request)
 
 
 def end_txn(request: Any, check: Check, rc: type[Any]) -> Verdict:
     ok = check(R.TRANSACTIONAL_ID, request.transactional_id, Op.WRITE)
-    return PASS if ok else deny_whole(rc, TXN_DENIED)
+    return PASS if ok else deny_whole(rc, TXN_DENIED, request)
 
 
 def list_groups(request: Any, check: Check, rc: type[Any]) -> Verdict:
@@ -422,13 +416,12 @@ REGEX_REFUSED = (
 
 def consumer_group_heartbeat(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if not check(R.GROUP, request.group_id, Op.READ):
-        return deny_whole(rc, GROUP_DENIED)
+        return deny_whole(rc, GROUP_DENIED, request)
     if getattr(request, "subscribed_topic_regex", None):  # resolved by the broker: refused
-        local = dataclasses.replace(error_response(rc, TOPIC_DENIED), error_message=REGEX_REFUSED)
-        return Verdict(local=local, denied=1)
+        return deny_whole(rc, TOPIC_DENIED, request, REGEX_REFUSED)
     names = request.subscribed_topic_names or ()
     if not all(check(R.TOPIC, name, Op.DESCRIBE) for name in names):
-        return deny_whole(rc, TOPIC_DENIED)
+        return deny_whole(rc, TOPIC_DENIED, request)
     return PASS
 
 

@@ -81,6 +81,9 @@ def build_entity(cls: type[Any], code: ErrorCode) -> Any:
 
 
 def error_response(response_cls: type[Entity], code: ErrorCode) -> Entity:
-    """A whole response of ``response_cls`` that reports ``code`` at the top level."""
+    """A whole response of ``response_cls`` that reports ``code`` at the top level only.
+
+    To refuse a request, use ``protocol.refusal.refuse``: it also puts ``code`` on every
+    entry the request named, where schemas such as Produce keep their errors."""
     entity: Entity = build_entity(response_cls, code)
     return entity
