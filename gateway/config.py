@@ -18,7 +18,7 @@ from .observability.settings import MetricsConfig
 from .quotas.settings import QuotaConfig
 from .sasl.settings import SaslConfig
 from .tls.settings import ListenerTlsConfig, SniConfig, UpstreamTlsConfig
-from .upstream.settings import UpstreamSaslConfig
+from .upstream.settings import TenantIdentitiesConfig, UpstreamSaslConfig
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_NODE_ID = 65535
@@ -50,6 +50,8 @@ class UpstreamConfig(_Strict):
     metadata_refresh_s: float = Field(default=30.0, gt=0)
     tls: UpstreamTlsConfig | None = None
     sasl: UpstreamSaslConfig | None = None  # absent: no SASL login to the brokers
+    # absent: every connection uses upstream.sasl (decision 0026, docs/broker-enforcement.md)
+    tenant_identities: TenantIdentitiesConfig | None = None
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -124,6 +126,8 @@ class LimitsConfig(_Strict):
     """Bounds that protect the gateway from misbehaving peers."""
 
     max_request_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    # SASL listeners, until authentication succeeds (Kafka's 512 KiB unauthenticated cap)
+    max_unauthenticated_request_bytes: int = Field(default=512 * 1024, ge=1024)
     max_response_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     max_inflight_requests: int = Field(default=1000, ge=1)
     write_buffer_high_bytes: int = Field(default=4 * 1024 * 1024, ge=16 * 1024)
@@ -159,6 +163,8 @@ class AuthorizationConfig(_Strict):
     reload_interval_s: float = Field(default=0.25, gt=0, le=60)
     cache_size: int = Field(default=100_000, ge=0)
     redis: PolicyNoticesConfig | None = None
+    # false: no gateway checks, the brokers alone decide (tests; needs tenant identities)
+    gateway_checks: bool = True
 
 
 class GatewayConfig(_Strict):
@@ -197,6 +203,23 @@ class GatewayConfig(_Strict):
                     if overlaps and _same_bind(lst.bind_host, other_host):
                         raise ValueError(f"ports of listener {lst.name!r} overlap {other!r}")
             taken.extend((lst.bind_host, low, high, lst.name) for low, high in ranges)
+        return self
+
+    @model_validator(mode="after")
+    def _check_tenant_identities(self) -> GatewayConfig:
+        tenants = self.upstream.tenant_identities
+        enabled = tenants is not None and tenants.enabled
+        if enabled and (self.upstream.sasl is None or self.authorization is None):
+            raise ValueError(
+                "upstream.tenant_identities needs upstream.sasl (the gateway's admin login "
+                "that provisions them) and authorization (the policy the brokers mirror)"
+            )
+        checks_off = self.authorization is not None and not self.authorization.gateway_checks
+        if checks_off and not enabled:
+            raise ValueError(
+                "authorization.gateway_checks: false is refused unless "
+                "upstream.tenant_identities is enabled (the brokers must decide instead)"
+            )
         return self
 
 

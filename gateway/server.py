@@ -24,6 +24,8 @@ from .config import GatewayConfig, ListenerConfig
 from .identity import ClientIdentity
 from .observability import ConnectionObserver, GatewayMetrics, ObservabilityServer
 from .observability import serve as serve_observability
+from .protocol.apis import API_VERSIONS
+from .protocol.codec import peek_request
 from .protocol.framing import FrameError, FrameReader
 from .sasl.revalidate import Revalidation, SessionKey, session_key
 from .session import Fault, Session, Side
@@ -32,7 +34,9 @@ from .tls.reloader import Reloadable
 from .tls.sni import SniPublicMap
 from .tls.upstream import upstream_context
 from .topology import PublicMap, Topology
+from .upstream.api_versions_cache import ApiVersionsCache
 from .upstream.identity import UpstreamIdentity
+from .upstream.provision import AdminUnavailable, TenantLogin
 from .upstream.scram_client import UpstreamAuthError
 
 if TYPE_CHECKING:
@@ -44,6 +48,13 @@ if TYPE_CHECKING:
     from .upstream.handshake import UpstreamHandshake
 
 log = logging.getLogger("kgw.server")
+UpstreamLogin = UpstreamIdentity | TenantLogin
+
+
+class UpstreamRefused(Exception):
+    """This client connection may not reach the brokers under any identity."""
+
+
 _ids = itertools.count(1)
 LOCAL_WORK_TIMEOUT_S = 15.0  # a store write or topic count the gateway does for a request
 
@@ -224,18 +235,37 @@ class ClientConnection(asyncio.Protocol):
         if self.gateway.stopping:
             self.close("gateway is shutting down", "gateway")
             return
-        self.pause("connecting")
-        self.gateway.spawn(f"connect-{self.conn_id}", self._connect_upstream())
+        if self.session.auth is not None:  # no broker connection before SASL (decision 0026)
+            self.upstream = DeferredUpstream(self)
+        else:
+            self.pause("connecting")
+            self.gateway.spawn(f"connect-{self.conn_id}", self._connect_upstream())
         sasl = self.gateway.config.sasl
         if self.session.auth is not None and sasl is not None:
             asyncio.get_running_loop().call_later(sasl.auth_timeout_s, self._auth_deadline)
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
+        limits = self.gateway.config.limits
+        auth = self.session.auth
+        # Until SASL succeeds a frame is capped low, decided from its size prefix alone;
+        # once authenticated (KIP-368 re-authentication included) the full limit applies.
+        unauthenticated = auth is not None and not auth.authenticated
+        self.reader.max_frame = (
+            min(limits.max_unauthenticated_request_bytes, limits.max_request_bytes)
+            if unauthenticated
+            else limits.max_request_bytes
+        )
         try:
             frames = self.reader.feed(data)
         except FrameError as exc:
-            self.fail(Fault("client", str(exc)))
+            reason = str(exc)
+            if unauthenticated and exc.limit is not None:
+                reason = (
+                    f"frame of {exc.size} bytes before authentication exceeds the limit of "
+                    f"{exc.limit} (limits.max_unauthenticated_request_bytes)"
+                )
+            self.fail(Fault("client", reason))
             return
         session = self.session
         if self._held or session.pending_step is not None or session.pending_work is not None:
@@ -306,31 +336,49 @@ class ClientConnection(asyncio.Protocol):
             self._process(held)
 
     async def _run_step(self) -> None:
-        """Run one SASL step off the session; slow down repeated failures."""
-        from .sasl.base import fail
+        """Run one SASL step off the session; refuse locked-out keys without checking the
+        secret, slow down repeated failures."""
+        from .sasl.base import LOCKED_OUT, fail
+        from .sasl.claims import claimed_name
         from .sasl.limiter import address_key, principal_key
 
         pending = self.session.pending_step
         assert pending is not None
-        try:
-            step = await pending.mechanism.step(pending.auth_bytes)
-        except Exception as exc:  # a mechanism bug must not leave the client hanging
-            log.error("SASL mechanism failed", exc_info=exc, extra=self._extra("sasl_error"))
-            step = fail(f"internal error in {pending.mechanism.name}")
+        mechanism = pending.mechanism.name
+        limiter = self.gateway.auth_limiter
+        claimed = claimed_name(mechanism, pending.auth_bytes)
+        keys = [address_key(self.identity.host)]
+        if claimed:
+            keys.append(principal_key(claimed))
+        locked = limiter is not None and limiter.locked_out(*keys)
+        if locked:
+            step = fail("locked_out", claimed, LOCKED_OUT)
+        else:
+            try:
+                step = await pending.mechanism.step(pending.auth_bytes)
+            except Exception as exc:  # a mechanism bug must not leave the client hanging
+                log.error("SASL mechanism failed", exc_info=exc, extra=self._extra("sasl_error"))
+                step = fail(f"internal error in {mechanism}", claimed)
         tenants = self.gateway.tenants
         if step.succeeded and tenants is not None and tenants.blocked(step.tenant):
-            step = fail("tenant_blocked", step.principal)  # suspended or deleted
+            step = fail("tenant_blocked", step.claimed or step.principal)  # suspended or deleted
         if self.closed:
             return
-        limiter = self.gateway.auth_limiter
         if step.done:
-            self._log_authentication(pending.mechanism.name, step)
+            self._log_authentication(mechanism, step)
             if not step.succeeded and limiter is not None:
-                keys = [address_key(self.identity.host)]
-                if step.claimed:
+                if step.claimed and principal_key(step.claimed) not in keys:
                     keys.append(principal_key(step.claimed))
-                limiter.record_failure(*keys)
-                delay = limiter.delay(*keys)
+                delay, newly_locked = limiter.failed(*keys, refused=locked)
+                for key in newly_locked:  # "addr:<host>" or "principal:<claimed, clipped>"
+                    kind, _, name = key.partition(":")
+                    who = {"host": name} if kind == "addr" else {"principal": name}
+                    log.warning(
+                        "SASL lockout after repeated failures",
+                        extra=self._extra(
+                            "sasl_lockout", reason=kind, seconds=limiter.lockout_s, **who
+                        ),
+                    )
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if self.closed:
@@ -378,10 +426,28 @@ class ClientConnection(asyncio.Protocol):
                 self.gateway.quotas.connection_closed(self.identity.host, self._counted_tenant)
 
     def _log_authentication(self, mechanism: str, step: Step) -> None:
+        """The ``authentication`` log line, metric and access-log ``auth`` record; a
+        failure's record names the identity the client claimed (never the secret)."""
+        from .accesslog.records import auth_failure_record
+
         outcome: Literal["success", "failure"] = "success" if step.succeeded else "failure"
-        self.observer.auth(outcome, step.reason)
-        if not step.succeeded and self.gateway.metrics is not None:
-            self.gateway.metrics.auth_failed(self.listener.config.name, mechanism)
+        if step.succeeded:
+            self.observer.auth(outcome, step.reason)
+        else:
+            observer = self.observer
+            if observer.access_log is not None:
+                observer.access_log.record(
+                    auth_failure_record(
+                        observer.instance,
+                        self.conn_id,
+                        self.identity,
+                        mechanism=mechanism,
+                        claimed=step.claimed,
+                        reason=step.reason,
+                    )
+                )
+            if self.gateway.metrics is not None:
+                self.gateway.metrics.auth_failed(self.listener.config.name, mechanism)
         log.log(
             logging.INFO if step.succeeded else logging.WARNING,
             "SASL authentication %s",
@@ -504,14 +570,25 @@ class ClientConnection(asyncio.Protocol):
         timeout = self.gateway.config.upstream.connect_timeout_s
         deadline = loop.time() + timeout
         delay, attempts, last_error = 0.1, 0, "the broker is not in the cluster"
+        login = await self._upstream_login(force=False)
+        if login is False:
+            return
+        retries = 0  # a tenant login refused: its credential may not have reached this broker
         while not self.closed:
             for host, port in self.gateway.upstream_candidates(self.node_id):
                 attempts += 1
                 remaining = max(0.1, deadline - loop.time())
                 try:
-                    upstream, error = await self._try_upstream(host, port, remaining)
+                    upstream, error = await self._try_upstream(host, port, remaining, login)
                 except UpstreamAuthError as exc:
-                    self._upstream_auth_failed(host, port, str(exc))
+                    if isinstance(login, TenantLogin) and retries < 3 and not self.closed:
+                        retries += 1
+                        await asyncio.sleep(0.25 * retries)
+                        login = await self._upstream_login(force=True)
+                        if login is False:
+                            return
+                        continue
+                    self._upstream_auth_failed(host, port, str(exc), login)
                     return
                 if upstream is not None:
                     self._attach(upstream)
@@ -533,12 +610,33 @@ class ClientConnection(asyncio.Protocol):
             self.gateway.metrics.upstream_error("connect")
         self.close(f"no broker reachable within {timeout:g}s ({last_error})", "upstream")
 
+    async def _upstream_login(self, force: bool) -> UpstreamLogin | Literal[False] | None:
+        """Who this connection is to the brokers; ``False`` (and closed) if no one."""
+        try:
+            return await self.gateway.upstream_login(self.identity, force)
+        except UpstreamRefused as exc:
+            log.warning(
+                "no upstream identity: %s",
+                exc,
+                extra=self._extra("upstream_identity_refused", principal=self.identity.principal),
+            )
+            self.close(str(exc), "gateway")
+        except AdminUnavailable as exc:
+            log.warning(
+                "tenant upstream identity not provisioned: %s",
+                exc,
+                extra=self._extra("upstream_provision_failed", principal=self.identity.principal),
+            )
+            if self.gateway.metrics is not None:
+                self.gateway.metrics.upstream_error("connect")
+            self.close("the gateway could not provision the tenant's broker identity", "upstream")
+        return False
+
     async def _try_upstream(
-        self, host: str, port: int, timeout_s: float
+        self, host: str, port: int, timeout_s: float, identity: UpstreamLogin | None
     ) -> tuple[UpstreamConnection | None, str]:
         """Connect (and authenticate, with ``upstream.sasl``); ``UpstreamAuthError`` if refused."""
         loop = asyncio.get_running_loop()
-        identity = self.gateway.upstream_identity
         try:
             _, upstream = await asyncio.wait_for(
                 loop.create_connection(
@@ -556,7 +654,7 @@ class ClientConnection(asyncio.Protocol):
         except OSError as exc:
             return None, f"{host}:{port}: {exc.strerror or str(exc) or type(exc).__name__}"
         if identity is not None:
-            limit = identity.config.timeout_s
+            limit = identity.timeout_s
             try:
                 await asyncio.wait_for(asyncio.shield(upstream.ready), limit)
             except TimeoutError:
@@ -569,9 +667,10 @@ class ClientConnection(asyncio.Protocol):
                 raise
         return upstream, ""
 
-    def _upstream_auth_failed(self, host: str, port: int, reason: str) -> None:
+    def _upstream_auth_failed(
+        self, host: str, port: int, reason: str, identity: UpstreamLogin | None
+    ) -> None:
         """The broker refused the gateway's own credentials: log it (no secret), close."""
-        identity = self.gateway.upstream_identity
         log.warning(
             "upstream SASL authentication failed: %s",
             reason,
@@ -596,6 +695,13 @@ class ClientConnection(asyncio.Protocol):
             upstream.send(self._backlog)
             self._backlog = []
         self.resume("connecting")
+
+    def _connect_after_auth(self, frames: list[bytes]) -> None:
+        """The first frames for the broker after SASL (``DeferredUpstream``): keep them and
+        the ones that follow until the broker connection is attached."""
+        self._backlog.extend(frames)
+        self.upstream = None
+        self.pause("connecting")
 
 
 class UpstreamConnection(asyncio.Protocol):
@@ -709,6 +815,55 @@ class UpstreamConnection(asyncio.Protocol):
             self.transport.close()
 
 
+class DeferredUpstream(UpstreamConnection):
+    """Stands in for the broker connection of a SASL client until it has authenticated.
+
+    ApiVersions is answered from the cluster's cached answer (``Gateway.api_versions``),
+    through the session as a forwarded answer would be; the first other frame (the
+    session lets none through before SASL succeeded) opens the real connection, as the
+    client's upstream identity, once every ApiVersions answer owed has been given.
+    """
+
+    def __init__(self, client: ClientConnection) -> None:
+        super().__init__(client)
+        self._owed: list[bytes] = []
+        self._worker: asyncio.Task[None] | None = None
+        self._switched = False
+
+    def send(self, frames: list[bytes]) -> None:
+        for index, item in enumerate(frames):
+            if self._switched or peek_request(memoryview(item)[4:])[0] != API_VERSIONS:
+                if not self._switched:
+                    self._switched = True
+                    self.client._connect_after_auth(frames[index:])
+                break
+            self._owed.append(item)
+        if self._worker is None and not self.closed:
+            name = f"api-versions-{self.client.conn_id}"
+            self._worker = self.client.gateway.spawn(name, self._answer())
+
+    async def _answer(self) -> None:
+        client = self.client
+        try:
+            while self._owed and not self.closed:
+                try:
+                    reply = await client.gateway.api_versions.answer(self._owed.pop(0))
+                except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as exc:
+                    reason = str(exc) or type(exc).__name__
+                    client.close(f"no broker answered ApiVersions ({reason})", "upstream")
+                    return
+                if self.closed:
+                    return
+                self.data_received(reply)  # through the session: intersected, in order
+        finally:
+            self._worker = None
+        if self._switched and not self.closed and not client.closed:
+            client.gateway.spawn(f"connect-{client.conn_id}", client._connect_upstream())
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class Gateway:
     """All listeners, the shared topology, and the background tasks."""
 
@@ -744,11 +899,14 @@ class Gateway:
 
             self.quotas = QuotaEngine.from_config(config.quotas)
             self._watch_quotas(self.quotas)
-        self.authorizer: Authorizer | None = None
+        self.authorizer: Authorizer | None = None  # None: sessions get no Enforcer
+        self.policy: Authorizer | None = None  # the policy, for the gateway or the brokers
         if config.authorization is not None:
             from .authz.engine import Authorizer
 
-            self.authorizer = Authorizer.from_config(config.authorization)
+            self.policy = Authorizer.from_config(config.authorization)
+            if config.authorization.gateway_checks:
+                self.authorizer = self.policy
         self.tenants: TenantWatch | None = None  # suspended/deleted tenants (gateway/tenants)
         if config.sasl is not None and config.sasl.credential_store is not None:
             from .tenants import TenantWatch, open_tenant_store
@@ -758,7 +916,7 @@ class Gateway:
 
         self.audit = attach_audit(  # Kafka admin API changes → the audit trail
             config.audit,
-            policies=self.authorizer.store if self.authorizer is not None else None,
+            policies=self.policy.store if self.policy is not None else None,
             quotas=self.quotas.store if self.quotas is not None else None,
             credentials=self.sasl_server.store if self.sasl_server is not None else None,
         )
@@ -774,12 +932,92 @@ class Gateway:
         self.upstream_tls_material = upstream_context(tls) if tls is not None else None
         sasl = config.upstream.sasl  # UpstreamCredentialError: no usable password file
         self.upstream_identity = UpstreamIdentity.load(sasl) if sasl is not None else None
+        self.api_versions = ApiVersionsCache(
+            self._fetch_api_versions, config.upstream.metadata_refresh_s
+        )
+        self._init_tenant_identities(config)
         if sasl is not None and config.accesslog is not None and config.accesslog.topic:
             log.warning(  # TopicSink opens its own broker connections without a SASL login
                 "accesslog.topic cannot authenticate to the brokers (upstream.sasl): "
                 "its records will not reach the topic",
                 extra={"event": "accesslog_topic_no_sasl"},
             )
+
+    def _init_tenant_identities(self, config: GatewayConfig) -> None:
+        """``upstream.tenant_identities``: per-tenant broker logins and broker ACLs."""
+        from .upstream.broker_enforcement import BrokerEnforcement
+
+        self.broker_enforcement: BrokerEnforcement | None = None
+        settings = config.upstream.tenant_identities
+        if settings is not None and settings.enabled and self.policy is not None:
+            self.broker_enforcement = BrokerEnforcement.create(
+                settings, config, self.policy, self.admin_call,
+                self.metrics.registry if self.metrics is not None else None,
+            )  # fmt: skip
+        elif config.upstream.sasl is not None and self.policy is not None:
+            log.warning(
+                "upstream.tenant_identities is off: every tenant reaches the brokers as the "
+                "gateway's own identity, and only the gateway's checks separate tenants",
+                extra={"event": "broker_enforcement_off"},
+            )
+        if config.authorization is not None and not config.authorization.gateway_checks:
+            log.warning(
+                "authorization.gateway_checks is false: the GATEWAY DOES NOT AUTHORIZE "
+                "requests, only the brokers' ACLs do (a test switch, not for production)",
+                extra={"event": "gateway_checks_off"},
+            )
+
+    async def upstream_login(
+        self, identity: ClientIdentity, force: bool = False
+    ) -> UpstreamLogin | None:
+        """Who a client connection is to the brokers: its tenant's upstream principal, or
+        the gateway's own identity for super users (and when tenant identities are off).
+        ``UpstreamRefused`` for anyone else (deny by default, decision 0026)."""
+        enforcement = self.broker_enforcement
+        if enforcement is None:
+            return self.upstream_identity
+        principal = identity.principal
+        if principal in enforcement.super_users:
+            return self.upstream_identity
+        tenant = identity.tenant or enforcement.tenant_of(principal)
+        if tenant is None:
+            raise UpstreamRefused(f"{principal} belongs to no tenant: no broker identity")
+        if self.tenants is not None and self.tenants.blocked(tenant):
+            raise UpstreamRefused(f"tenant {tenant} is suspended or deleted")
+        return await enforcement.identities.login(tenant, force)
+
+    async def admin_call(self, request: Any, response_type: type[Any]) -> Any:
+        """One admin request as the gateway's own identity, to the first broker that answers."""
+        from .kafka_client import roundtrip
+        from .protocol.codec import ProtocolError
+
+        last = "no bootstrap server"
+        login = self.upstream_identity.login if self.upstream_identity is not None else None
+        timeout = self.config.upstream.connect_timeout_s
+        for host, port in self.upstream_candidates(None):
+            try:
+                return await roundtrip(
+                    host, port, request, response_type, timeout, **self.upstream_tls(), login=login
+                )
+            except (
+                OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
+                UpstreamAuthError, ProtocolError,
+            ) as exc:  # fmt: skip
+                last = f"{host}:{port}: {str(exc) or type(exc).__name__}"
+        raise AdminUnavailable(f"no broker answered {type(request).__name__} ({last})")
+
+    async def _fetch_api_versions(self, request: bytes) -> bytes:
+        """The cluster's answer to a client's ApiVersions frame (``ApiVersionsCache``)."""
+        from .kafka_client import raw_roundtrip
+
+        last: Exception | None = None
+        for host, port in self.upstream_candidates(None):
+            try:
+                timeout = self.config.upstream.connect_timeout_s
+                return await raw_roundtrip(host, port, request, timeout, **self.upstream_tls())
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+                last = exc
+        raise OSError(f"no broker answered ApiVersions: {last}")
 
     def _watch_quotas(self, quotas: QuotaEngine) -> None:
         """The cluster's topic list for licence checks; quota figures on /metrics."""
@@ -869,12 +1107,12 @@ class Gateway:
         if self.metrics is not None and self.config.metrics is not None:
             checks = {
                 "cluster": lambda: self.cluster_reachable,
-                "policies": lambda: self.authorizer is None or self.authorizer.version > 0,
+                "policies": lambda: self.policy is None or self.policy.version > 0,
             }
             self.metrics_server = serve_observability(self.config.metrics, self.metrics, checks)
             await self.metrics_server.start()
-        if self.authorizer is not None:
-            self.spawn("policy-watch", self.authorizer.watch(self._stop))
+        if self.policy is not None:
+            self.spawn("policy-watch", self.policy.watch(self._stop))
         else:
             log.warning(
                 "authorization is off: every client may do anything the gateway's own identity may",
@@ -891,6 +1129,13 @@ class Gateway:
         ):
             self.spawn("sasl-revalidate", self._revalidate_loop(sasl.revalidate_interval_s))
         self.spawn("idle-sweeper", self._idle_loop())
+        if self.broker_enforcement is not None:
+            tenants = self.tenants
+
+            def blocked() -> frozenset[str]:
+                return tenants.blocked_tenants if tenants is not None else frozenset()
+
+            self.broker_enforcement.start(self.spawn, self._stop, blocked)
         for material in self.tls_material():
             self.spawn(f"tls-watch-{material.name}", material.watch(self._stop))
 

@@ -33,7 +33,7 @@ REQUEST_FIELDS = (
 CONNECTION_FIELDS = (
     "v", "ts", "type", "event", "instance", "conn", "listener", "client_host", "client_port",
     "tls_version", "tls_cipher", "cert_subject", "principal", "tenant", "api_key_id",
-    "sasl_mechanism", "outcome", "reason",
+    "sasl_mechanism", "outcome", "reason", "claimed",
 )  # fmt: skip
 
 
@@ -160,8 +160,33 @@ def connection_record(
         cert_subject=identity.cert_subject,
         outcome=outcome,
         reason=reason,
+        claimed=None,
     )
     return {key: entry[key] for key in CONNECTION_FIELDS}
+
+
+def auth_failure_record(
+    instance: str,
+    conn: str,
+    identity: ClientIdentity,
+    *,
+    mechanism: str,
+    claimed: str | None,
+    reason: str | None,
+    now: float | None = None,
+) -> Entry:
+    """A failed SASL authentication. ``principal`` stays what the gateway decided
+    (``User:ANONYMOUS``, or the certificate's); ``claimed`` is the name the client
+    claimed (PLAIN: the API key id, SCRAM: the user name, GSSAPI: the Kerberos name),
+    never verified and already bounded and sanitized by the mechanism; with PLAIN it is
+    also the record's ``api_key_id``. ``sasl_mechanism`` is the mechanism tried."""
+    entry = connection_record(
+        instance, conn, identity, "auth", outcome="failure", reason=reason, now=now
+    )
+    entry.update(sasl_mechanism=mechanism, claimed=claimed)
+    if mechanism == "PLAIN":
+        entry["api_key_id"] = claimed
+    return entry
 
 
 # -- resources named by a decoded request -----------------------------------------

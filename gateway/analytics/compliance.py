@@ -18,6 +18,7 @@ from typing import Any
 
 from ..audit import AuditError, AuditTrail
 from . import flags
+from .claimed import failed_login_subject
 from .load import read_logs, usable
 from .page import page, table
 from .records import rfc3339_ms
@@ -173,7 +174,7 @@ def compliance(
             period.where((F.col("event") == "auth") & (F.col("outcome") == "failure")).select(
                 _iso("ts").alias("ts"),
                 F.lit("authentication").alias("kind"),
-                "principal",
+                failed_login_subject().alias("principal"),
                 "tenant",
                 "client_host",
                 F.lit("sasl_authenticate").alias("api"),

@@ -44,6 +44,7 @@ FIELDS = (
     "latency_ms",
     "outcome",
     "reason",
+    "claimed",
 )
 API_VERSIONS = {
     "produce": 9,

@@ -24,20 +24,22 @@ from __future__ import annotations
 from typing import Any
 
 from . import flags
+from .claimed import claimed_login
 from .detect.rows import HOUR, HostRow, HourRow, Single, TopicRow
 from .flags import Flag, has
 
 
 def prepare(frame: Any, flags_stored: bool | None = None) -> Any:
     """The columns the rollups use: the record's ``flags`` (:mod:`.flags`; see
-    :func:`.flags.of` for ``flags_stored``), its second, who and where from, topics,
-    throttle time and bytes."""
+    :func:`.flags.of` for ``flags_stored``), its second, who and where from (and whom a
+    failed login claimed, :mod:`.claimed`), topics, throttle time and bytes."""
     from pyspark.sql import functions as F
 
     return frame.select(
         flags.of(frame, flags_stored).alias("flags"),
         F.unix_seconds("ts").alias("ts_s"),
         "principal",
+        claimed_login().alias("claimed_login"),
         "tenant",
         "client_host",
         F.coalesce(F.col("topics"), F.array().cast("array<string>")).alias("topics"),
@@ -186,10 +188,13 @@ def singles(events: Any) -> list[Single]:
     """Failed logins and throttled requests, one row each."""
     from pyspark.sql import functions as F
 
+    failure = has(Flag.AUTH_FAILURE)
     frame = events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED)).select(
         "ts_s",
-        F.when(has(Flag.AUTH_FAILURE), "auth_failure").otherwise("throttled").alias("kind"),
-        "principal",
+        F.when(failure, "auth_failure").otherwise("throttled").alias("kind"),
+        F.when(failure, F.coalesce("claimed_login", "principal"))
+        .otherwise(F.col("principal"))
+        .alias("principal"),
         "tenant",
         "client_host",
         "throttle_ms",

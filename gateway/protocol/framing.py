@@ -2,8 +2,11 @@
 
 ``FrameReader.feed(bytes)`` returns whole frames, each still carrying its
 4-byte size prefix so a forwarded frame is written out unchanged. A negative
-or oversize length raises ``FrameError``: the peer broke the protocol and the
-connection must be closed.
+or oversize length raises ``FrameError`` as soon as the 4-byte prefix is in,
+before any of the frame's body is buffered: the peer broke the protocol and the
+connection must be closed. ``max_frame`` may change between feeds (the network
+layer caps frames lower until SASL authentication succeeds); a frame is checked
+against the limit in force when its prefix is read.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ _SIZE = struct.Struct(">i")
 
 
 class FrameError(Exception):
-    """The peer sent bytes that cannot be a Kafka frame (remote's fault)."""
+    """The peer sent bytes that cannot be a Kafka frame (remote's fault).
+
+    ``size`` is the announced length; ``limit`` is set when it was too large.
+    """
+
+    def __init__(self, message: str, size: int, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class FrameReader:
@@ -25,6 +36,14 @@ class FrameReader:
     def __init__(self, max_frame: int) -> None:
         self._buffer = bytearray()
         self._max_frame = max_frame
+
+    @property
+    def max_frame(self) -> int:
+        return self._max_frame
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        self._max_frame = value
 
     @property
     def buffered(self) -> int:
@@ -55,10 +74,11 @@ class FrameReader:
             while available - position >= 4:
                 (size,) = _SIZE.unpack_from(source, position)
                 if size < 0:
-                    raise FrameError(f"negative frame length {size}")
+                    raise FrameError(f"negative frame length {size}", size)
                 if size > self._max_frame:
+                    limit = self._max_frame
                     raise FrameError(
-                        f"frame of {size} bytes exceeds the limit of {self._max_frame}"
+                        f"frame of {size} bytes exceeds the limit of {limit}", size, limit
                     )
                 end = position + 4 + size
                 if end > available:

@@ -4,12 +4,13 @@ feeds each mechanism the client's ``auth_bytes`` and sends back ``Step.challenge
 
 | module | concern | I/O |
 | --- | --- | --- |
-| ``base`` | ``Step``, the ``ServerMechanism`` protocol, client-safe messages | none |
+| ``base`` | ``Step``, ``ServerMechanism``, client-safe messages, ``clip`` (claimed names) | none |
+| ``claims`` | the name a first message claims, read before the mechanism runs (lockout) | none |
 | ``plain`` | PLAIN with API keys | credential lookup; hashing off the loop |
 | ``scram`` | SCRAM-SHA-256/512 (RFC 5802/7677) | credential lookup |
 | ``kerberos`` | GSSAPI (RFC 4752) with ``gssapi`` and a keytab | keytab, in a thread |
 | ``kerberos_rules`` | ``principal_to_local_rules`` (Kafka syntax) | none |
-| ``limiter`` | ``FailureLimiter``: delays after repeated failures | none |
+| ``limiter`` | ``FailureLimiter``: delays and lockouts after repeated failures | none |
 | ``server`` | ``SaslServer``: enabled mechanisms, revalidation | via the store |
 | ``settings`` | the ``sasl`` configuration section | none |
 

@@ -18,6 +18,8 @@ AUTH_FAILED = "Authentication failed: Invalid username or password"
 MALFORMED = "Authentication failed: malformed SASL message"
 KERBEROS_FAILED = "Authentication failed: Kerberos authentication failed"
 ALREADY_DONE = "Authentication failed: the SASL exchange is already finished"
+# the same for every name, known or not, and for a locked address
+LOCKED_OUT = "Authentication failed: too many failed attempts, try again later"
 MAX_CLAIMED_CHARS = 256
 
 
@@ -51,8 +53,14 @@ class ServerMechanism(Protocol):
 
 
 def clip(name: str) -> str:
-    """A client-supplied name, bounded for the logs."""
-    return name if len(name) <= MAX_CLAIMED_CHARS else name[:MAX_CLAIMED_CHARS] + "…"
+    """A client-supplied name made safe for the logs: at most ``MAX_CLAIMED_CHARS``
+    characters (then ``…``), control, format, separator (other than space), private-use
+    and unassigned characters and lone surrogates each replaced by ``?``. The client
+    controls it entirely: it must not break a log line or a terminal, nor grow a record."""
+    bounded = name[: MAX_CLAIMED_CHARS + 1]
+    if not bounded.isprintable():  # false for every "Other" and "Separator" but space
+        bounded = "".join(ch if ch.isprintable() else "?" for ch in bounded)
+    return bounded if len(bounded) <= MAX_CLAIMED_CHARS else bounded[:MAX_CLAIMED_CHARS] + "…"
 
 
 def fail(reason: str, claimed: str | None = None, error: str = AUTH_FAILED) -> Step:

@@ -50,12 +50,12 @@ class PlainMechanism:
             authzid = raw_authzid.decode("utf-8")
             key_id = raw_authcid.decode("utf-8")
             password.decode("utf-8")
-        except UnicodeDecodeError:
-            return malformed("plain_utf8")
+        except UnicodeDecodeError:  # the claimed name (only ever authcid) as far as it reads
+            return malformed("plain_utf8", raw_authcid.decode("utf-8", "replace") or None)
         if not key_id or not password:
             return malformed("plain_empty", key_id or None)
         if len(raw_authcid) > MAX_FIELD_BYTES or len(password) > MAX_FIELD_BYTES:
-            return malformed("plain_too_long")
+            return malformed("plain_too_long", key_id)  # fail() bounds and sanitizes it
         if authzid and authzid != key_id:
             return fail("authzid_mismatch", key_id, AUTHZID_MISMATCH)
         return await self._check(key_id, password)

@@ -45,7 +45,7 @@ _NONCE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")
 _EXTENSION = re.compile(r"([A-Za-z0-9_]+)=([^,]*)")
 
 
-def _decode_saslname(value: str) -> str | None:
+def decode_saslname(value: str) -> str | None:
     if not _SASLNAME.fullmatch(value):
         return None
     return value.replace("=2C", ",").replace("=3D", "=")
@@ -76,7 +76,7 @@ def _parse_client_first(data: bytes) -> tuple[str, str, str, str] | Step:
     attributes = bare.split(",")
     if len(attributes) < 2 or attributes[0][:2] != "n=" or attributes[1][:2] != "r=":
         return malformed("scram_first")  # includes a mandatory extension "m="
-    user = _decode_saslname(attributes[0][2:])
+    user = decode_saslname(attributes[0][2:])
     client_nonce = attributes[1][2:]
     if user is None or not _NONCE.fullmatch(client_nonce):
         return malformed("scram_first")
@@ -86,7 +86,7 @@ def _parse_client_first(data: bytes) -> tuple[str, str, str, str] | Step:
             return malformed("scram_extension", user)
         if found.group(1).lower() == "tokenauth":
             return fail("tokenauth", user, TOKENAUTH_UNSUPPORTED)
-    if authz and _decode_saslname(authz[2:]) != user:
+    if authz and decode_saslname(authz[2:]) != user:
         return fail("authzid_mismatch", user, AUTHZID_MISMATCH)
     return f"{flag},{authz},", bare, user, client_nonce
 
