@@ -23,6 +23,7 @@ E = TypeVar("E", bound=Entity)
 Login = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 CLIENT_ID = "kgw-control"
+MAX_CONTROL_RESPONSE = 16 * 1024 * 1024
 
 
 async def roundtrip(
@@ -76,3 +77,32 @@ async def fetch_brokers(
         host, port, request, MetadataResponse, timeout_s, ssl, ssl_handshake_timeout, login
     )
     return {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
+
+
+async def raw_roundtrip(
+    host: str,
+    port: int,
+    request_frame: bytes,
+    timeout_s: float,
+    ssl: ssl_.SSLContext | None = None,
+    ssl_handshake_timeout: float | None = None,
+) -> bytes:
+    """Send one framed request on a fresh connection, unauthenticated (only ApiVersions
+    is answered before SASL); return the response frame, size prefix included."""
+
+    async def exchange() -> bytes:
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=ssl, ssl_handshake_timeout=ssl_handshake_timeout if ssl else None
+        )
+        try:
+            writer.write(request_frame)
+            await writer.drain()
+            head = await reader.readexactly(4)
+            (size,) = struct.unpack(">i", head)
+            if not 4 <= size <= MAX_CONTROL_RESPONSE:
+                raise ValueError(f"response of {size} bytes from {host}:{port}")
+            return head + await reader.readexactly(size)
+        finally:
+            writer.close()
+
+    return await asyncio.wait_for(exchange(), timeout_s)

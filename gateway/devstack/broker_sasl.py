@@ -68,6 +68,24 @@ def broker_properties(
     return props
 
 
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def authorizer_properties(super_users: tuple[str, ...]) -> dict[str, str]:
+    """KRaft's own authorizer, deny by default. ``admin`` (inter-broker) and
+    ``User:ANONYMOUS`` (the internal, plaintext controller listener, which carries only
+    broker-to-controller traffic) are super users, with ``super_users``."""
+    for principal in super_users:
+        if ";" in principal or ":" not in principal:
+            raise ValueError(f"super user {principal!r}: expected Type:name without ';'")
+    users = dict.fromkeys([f"User:{ADMIN}", "User:ANONYMOUS", *super_users])
+    return {
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": ";".join(users),
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
 def scram_format_args(mechanisms: tuple[str, ...], users: dict[str, str]) -> list[str]:
     """kafka-storage ``--add-scram`` arguments: every user, every SCRAM mechanism."""
     args = []

@@ -72,6 +72,7 @@ class KafkaCluster:
         client_config: dict[str, str] | None = None,
         sasl_users: dict[str, str] | None = None,
         sasl_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "PLAIN"),
+        acl_super_users: tuple[str, ...] | None = None,
     ) -> None:
         """``security_protocol="SSL"`` gives every node an SSL listener only (the controller
         listener stays internal and plaintext); the ``ssl.*`` settings then go in
@@ -80,7 +81,11 @@ class KafkaCluster:
 
         ``security_protocol="SASL_PLAINTEXT"``/``"SASL_SSL"``: ``sasl_users`` (name →
         password, letters, digits and ``_.~-`` only) may log in with each of
-        ``sasl_mechanisms``; ``client_config`` starts from the ``admin`` user's login."""
+        ``sasl_mechanisms``; ``client_config`` starts from the ``admin`` user's login.
+
+        ``acl_super_users`` (with SASL): the brokers run KRaft's ``StandardAuthorizer``
+        (deny by default) with these principals, ``admin`` and the internal controller
+        listener's ``User:ANONYMOUS`` as super users (``broker_sasl.authorizer_properties``)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         self.sasl_mechanisms = tuple(sasl_mechanisms)
@@ -97,6 +102,9 @@ class KafkaCluster:
         self.heap = heap
         self.extra_broker_props = dict(extra_broker_props or {})
         self.security_protocol = security_protocol
+        if acl_super_users is not None and not security_protocol.startswith("SASL_"):
+            raise ValueError("acl_super_users need a SASL security protocol")
+        self.acl_super_users = acl_super_users
         admin = (
             broker_sasl.admin_client_config(
                 security_protocol, self.sasl_mechanisms, self.sasl_users
@@ -238,6 +246,9 @@ class KafkaCluster:
             client_config=dict(state.get("client_config", {})),
             sasl_users=dict(state.get("sasl_users", {})),
             sasl_mechanisms=tuple(state.get("sasl_mechanisms", ("SCRAM-SHA-512", "PLAIN"))),
+            acl_super_users=(
+                tuple(state["acl_super_users"]) if "acl_super_users" in state else None
+            ),
         )  # fmt: skip
         cluster.cluster_id = str(state["cluster_id"])
         cluster.nodes = {int(n["node_id"]): NodeSpec(**n) for n in state["nodes"]}
@@ -262,6 +273,8 @@ class KafkaCluster:
         if self.sasl_users:
             state["sasl_users"] = self.sasl_users
             state["sasl_mechanisms"] = list(self.sasl_mechanisms)
+        if self.acl_super_users is not None:
+            state["acl_super_users"] = list(self.acl_super_users)
         tmp = self.workdir / f".{STATE_FILE}.tmp"
         tmp.touch(mode=0o600)
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -319,6 +332,8 @@ class KafkaCluster:
                     self.security_protocol, self.sasl_mechanisms, self.sasl_users
                 )
             )
+        if self.acl_super_users is not None:
+            props.update(broker_sasl.authorizer_properties(self.acl_super_users))
         props.update(self.extra_broker_props)
         return props
 

@@ -83,6 +83,10 @@ class UpstreamIdentity:
     def username(self) -> str:
         return self.config.username
 
+    @property
+    def timeout_s(self) -> float:
+        return self.config.timeout_s
+
     def __repr__(self) -> str:  # never the password
         return f"UpstreamIdentity({self.mechanism}, {self.username!r})"
 
@@ -91,18 +95,24 @@ class UpstreamIdentity:
 
     async def login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Authenticate a fresh stream connection; ``UpstreamAuthError`` if refused."""
-        exchange = self.handshake()
-        frame: bytes | None = exchange.start()
-        while frame is not None:
-            writer.write(frame)
-            await writer.drain()
-            try:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                if not 0 <= size <= MAX_SASL_FRAME:
-                    raise UpstreamAuthError(f"SASL response of {size} bytes from the broker")
-                payload = await reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                raise UpstreamAuthError(
-                    "the broker closed the connection during SASL authentication"
-                ) from None
-            frame = exchange.on_frame(struct.pack(">i", size) + payload)
+        await drive_login(self.handshake(), reader, writer)
+
+
+async def drive_login(
+    exchange: UpstreamHandshake, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Run one SASL exchange over asyncio streams; ``UpstreamAuthError`` if refused."""
+    frame: bytes | None = exchange.start()
+    while frame is not None:
+        writer.write(frame)
+        await writer.drain()
+        try:
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            if not 0 <= size <= MAX_SASL_FRAME:
+                raise UpstreamAuthError(f"SASL response of {size} bytes from the broker")
+            payload = await reader.readexactly(size)
+        except asyncio.IncompleteReadError:
+            raise UpstreamAuthError(
+                "the broker closed the connection during SASL authentication"
+            ) from None
+        frame = exchange.on_frame(struct.pack(">i", size) + payload)

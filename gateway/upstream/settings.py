@@ -40,3 +40,22 @@ class UpstreamSaslConfig(BaseModel):
         if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
             raise ValueError("must not contain control characters")
         return value
+
+
+TenantMechanism = Literal["SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class TenantIdentitiesConfig(BaseModel):
+    """``upstream.tenant_identities``: the gateway logs in to the brokers as each tenant
+    (``User:kgw-t-<tenant>``), with SCRAM credentials it derives from ``secret_file`` and
+    provisions itself, and keeps the brokers' ACLs in step with the policy
+    (docs/broker-enforcement.md, decision 0026)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    mechanism: TenantMechanism = "SCRAM-SHA-512"
+    secret_file: Path
+    rotate_interval_s: float = Field(default=86_400.0, ge=60, le=365 * 86_400)
+    acl_sync_interval_s: float = Field(default=30.0, ge=0.5, le=3600)
+    user_prefix: str = Field(default="kgw-t-", pattern=r"^[a-z][a-z0-9-]{0,15}$")
