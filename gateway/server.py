@@ -190,6 +190,9 @@ class ClientConnection(asyncio.Protocol):
             observe=self.observer.active,
             throttle=throttle,
             admin=admin,
+            # tenants share broker ports: fetch sessions stay with their connection,
+            # also when only the brokers decide (authorization.gateway_checks: false)
+            bind_fetch_sessions=gateway.policy is not None,
         )
         self._mute_handle: asyncio.TimerHandle | None = None
         self._counted_tenant: str | None = None

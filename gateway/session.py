@@ -154,6 +154,7 @@ class Session:
         observe: bool = False,
         throttle: Throttle | None = None,
         admin: QuotaAdmin | None = None,
+        bind_fetch_sessions: bool = False,
     ) -> None:
         self.throttle = throttle
         self.admin = admin  # quota APIs and licence limits (with quotas configured)
@@ -177,8 +178,9 @@ class Session:
                 return specs[key] if key in specs else base(key)
 
             self._advertised = with_sasl
-        # Fetch sessions are tracked wherever the gateway authorizes or answers a Fetch.
-        tracked = enforcer is not None or throttle is not None
+        # Fetch sessions are tracked wherever the gateway authorizes or answers a Fetch,
+        # or is asked to keep them with their connection.
+        tracked = enforcer is not None or throttle is not None or bind_fetch_sessions
         self.fetch_sessions = FetchSessions() if tracked else None
         self._order: deque[Slot] = deque()
         self._waiting: deque[Slot] = deque()

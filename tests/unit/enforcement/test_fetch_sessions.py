@@ -271,3 +271,20 @@ def test_a_partly_denied_incremental_fetch_still_reaches_the_broker(
         (reply,) = session.take_ready()
         answer = decode_response(memoryview(reply)[4:], 1, 12, FetchResponse)
         assert int(answer.error_code) == 0 and codes(answer) == {("a.y", 0): 29}
+
+
+def test_sessions_stay_bound_when_only_the_brokers_decide(mapping: PublicMap) -> None:
+    """authorization.gateway_checks: false: no Enforcer, sessions still bound."""
+    owner = Session(mapping, identity("User:bob"), bind_fetch_sessions=True)
+    stranger = Session(mapping, identity("User:alice"), bind_fetch_sessions=True)
+    owner.on_request(encode_request(1, 12, 1, "b", fetch(0, 0, {"b.secret": [part(0)]})))
+    owner.on_response(encode_response(1, 12, 1, empty_response(31)))
+    owner.take_ready()
+    for epoch in (0, -1):  # a full fetch naming it must not close it
+        out = stranger.on_request(encode_request(1, 12, 5, "a", fetch(31, epoch)))
+        assert int(upstream_request(out).session_id) == 0
+        stranger.on_response(encode_response(1, 12, 5, empty_response(0)))
+        stranger.take_ready()
+    assert stranger.on_request(encode_request(1, 12, 6, "a", fetch(31, 1))) is None
+    (reply,) = stranger.take_ready()
+    assert int(decode_response(memoryview(reply)[4:], 1, 12, FetchResponse).error_code) == 70
