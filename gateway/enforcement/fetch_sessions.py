@@ -149,7 +149,7 @@ class FetchSessions:
         refused = [t for t in request.topics if _topic_key(t) not in readable]
         denied = sum(len(t.partitions) for t in refused)
         effective = tuple(wanted)
-        if local or not keep:
+        if local or (refused and not keep):  # throttled, or nothing named may be read
             body = _respond(response_cls, 0, refused)
             return FetchPlan(None, body, None, None, denied, effective)
         merge = _add_refusals(response_cls, refused) if refused else None
