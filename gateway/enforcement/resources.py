@@ -135,7 +135,7 @@ RESOURCE_FIELDS: dict[int, dict[str, str]] = {
     47: {"group_id": "checked: GROUP DELETE", "topics[].name": "checked: TOPIC READ"},
     49: {"entries[].ops[].key": "checked: CLUSTER ALTER_CONFIGS (quota keys)"},
     61: {"topics[].name": "checked: TOPIC READ"},  # DescribeProducers
-    65: {"transactional_ids[]": "checked: TRANSACTIONAL_ID DESCRIBE"},  # DescribeTransactions
+    65: {"transactional_ids[]": "checked: DESCRIBE on all, else all refused"},
     66: {"transactional_id_pattern": "answer: only describable transactional ids kept"},
     68: {  # ConsumerGroupHeartbeat
         "group_id": "checked: GROUP READ",

@@ -7,8 +7,15 @@ import struct
 import time
 from typing import Any, TypeVar
 
+from kio.index import load_response_schema
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.schema.types import TopicName
 from kio.static.protocol import Entity
 
@@ -28,6 +35,45 @@ class RawConnection:
         host, port = address.rsplit(":", 1)
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 10)
         return cls(reader, writer)
+
+    @classmethod
+    async def open_plain(cls, address: str, username: str, password: str) -> RawConnection:
+        """A connection authenticated with SASL PLAIN (an API key and its secret)."""
+        connection = await cls.open(address)
+        try:
+            await connection.authenticate_plain(username, password)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    async def authenticate_plain(self, username: str, password: str) -> None:
+        handshake = await self.request(
+            SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse
+        )
+        assert handshake.error_code == 0, handshake
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        auth = await self.request(
+            SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse
+        )
+        assert auth.error_code == 0, auth.error_message
+
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        """The peer's advertised APIs: key -> (lowest, highest) version."""
+        answer = await self.request(
+            ApiVersionsRequest(client_software_name="rawkafka", client_software_version="1"),
+            ApiVersionsResponse,
+        )
+        assert answer.error_code == 0, answer
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
+
+    async def call(self, body: Entity, timeout_s: float = 15) -> tuple[Any, bytes]:
+        """Send any kio request; its decoded response (kio's own schema) and raw frame."""
+        await self.send(body)
+        payload = await self.read_frame(timeout_s)
+        key, version = int(body.__api_key__), int(body.__version__)  # type: ignore[attr-defined]
+        decoded: Any = decode_response(payload, key, version, load_response_schema(key, version))
+        return decoded, payload
 
     async def request(self, body: Entity, response_type: type[E], timeout_s: float = 15) -> E:
         await self.send(body)

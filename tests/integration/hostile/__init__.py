@@ -1,0 +1,1 @@
+"""The hostile-tenant acceptance suite of issue 14: tenant isolation against an attacker."""
