@@ -1,5 +1,5 @@
 # The two set-up commands of the README. Both are idempotent on a fresh machine.
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test test-fast lint bench
 
 setup:
 	bash scripts/setup.sh
@@ -15,6 +15,16 @@ test: setup
 	.venv/bin/ruff format --check gateway tests bench
 	.venv/bin/mypy gateway
 	.venv/bin/python -m pytest -ra --durations=15
+
+## What a developer runs on every change, in under two minutes: lint, type-check and the
+## pure tier, the tests that start no redis, KDC, JVM or cluster (docs/testing.md).
+## No set-up step: it uses what `make setup` (or `make test`) installed.
+test-fast:
+	@test -x .venv/bin/python || { echo "test-fast: no .venv yet; run make setup once"; exit 1; }
+	.venv/bin/ruff check gateway tests bench
+	.venv/bin/ruff format --check gateway tests bench
+	.venv/bin/mypy gateway
+	.venv/bin/python -m pytest -m pure -q
 
 bench: setup
 	.venv/bin/python -m bench.run

@@ -11,13 +11,14 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
 
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
+from tests import tiers
 from tests.loopback import EXPECTED_WILDCARD, exposed_listeners
 
 WATCH_INTERVAL_S = 2.0
@@ -62,6 +63,38 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             for line in sorted(exposed):
                 reporter.write_line(line)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by tier
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test gets its tier markers (tests/tiers.py): ``pure`` or the components it starts."""
+    tiers.classify(config, items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """A pure test runs under the guard, from the set-up of its fixtures (of any scope)."""
+    if not tiers.is_pure(item):
+        return (yield)
+    with tiers.PureGuard(item.nodeid) as guard:
+        item.stash[tiers.GUARD] = guard
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """A pure test that started a component or left a child running fails here."""
+    guard = item.stash.get(tiers.GUARD, None)
+    if guard is not None:
+        guard.refusing = False
+    result = yield
+    if guard is not None:
+        guard.check()
+    return result
 
 
 @pytest.fixture(scope="session")

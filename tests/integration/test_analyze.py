@@ -28,6 +28,8 @@ from gateway.analytics import kinds
 from gateway.analytics.findings import read_findings_json
 from gateway.cli import main
 
+pytestmark = pytest.mark.jvm  # kgw analyze starts Spark inside main(): no fixture shows it
+
 MIN_PRECISION = 0.9
 MIN_RECALL = 0.95
 CHROMIUM_FLAGS = (

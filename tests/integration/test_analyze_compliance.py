@@ -17,6 +17,8 @@ from gateway.authz.policyfile import Membership, parse_line
 from gateway.authz.store import PolicyChange
 from gateway.cli import main
 
+pytestmark = pytest.mark.jvm  # kgw report compliance starts Spark inside main()
+
 OPTIONS = SimulationOptions(tenants=2, principals=3, hours=48, attacks=1)
 
 
