@@ -155,10 +155,13 @@ class ClientConnection(asyncio.Protocol):
             listener=listener.config.name, host="", port=0, principal=listener.config.principal
         )
         enforcer = None
-        if gateway.authorizer is not None:
+        if gateway.policy is not None:
             from .enforcement import Enforcer
 
-            enforcer = Enforcer(gateway.authorizer, self.identity)
+            # checks off (gateway.authorizer None): the brokers decide, except on the APIs
+            # the gateway answers from its own stores, which no broker ever sees
+            brokers_decide = gateway.authorizer is None
+            enforcer = Enforcer(gateway.policy, self.identity, brokers_decide=brokers_decide)
         auth = None
         if listener.config.authentication == "sasl" and gateway.sasl_server is not None:
             from .authentication import Authentication

@@ -18,11 +18,13 @@ from ..identity import ClientIdentity
 from ..protocol.apis import ApiSpec, gateway_apis
 from . import acl_admin
 from .acl_admin import ACL_APIS
+from .client_quotas import CLIENT_QUOTA_APIS
 from .toolkit import CLUSTER_DENIED, deny_whole
 from .units import AUTHZ_HIDDEN, AUTHZ_MAX_VERSION, UNITS
 from .verdict import PASS, Verdict
 
 log = logging.getLogger("kgw.authz")
+LOCAL_APIS = ACL_APIS | CLIENT_QUOTA_APIS  # answered from the gateway's own stores
 
 
 def advertised(key: int) -> ApiSpec | None:
@@ -39,12 +41,19 @@ def advertised(key: int) -> ApiSpec | None:
 class Enforcer:
     """Binds the authorizer to one connection's identity."""
 
-    __slots__ = ("authorizer", "identity", "last_denials", "last_rule")
+    __slots__ = ("authorizer", "brokers_decide", "identity", "last_denials", "last_rule")
     advertised = staticmethod(advertised)
 
-    def __init__(self, authorizer: Authorizer, identity: ClientIdentity) -> None:
+    def __init__(
+        self, authorizer: Authorizer, identity: ClientIdentity, brokers_decide: bool = False
+    ) -> None:
+        """``brokers_decide`` (``authorization.gateway_checks: false``): only the APIs the
+        gateway answers itself (``LOCAL_APIS``) are decided here; the brokers decide the
+        rest through the tenant's own upstream principal (decision 0026). What is
+        advertised stays the same."""
         self.authorizer = authorizer
         self.identity = identity
+        self.brokers_decide = brokers_decide
         self.last_denials: list[str] = []
         self.last_rule: str | None = None  # the rule behind the first denial of the last request
 
@@ -61,11 +70,14 @@ class Enforcer:
             )
         return decision.allowed
 
-    def reader(self) -> Callable[[Any], bool]:
+    def reader(self) -> Callable[[Any], bool] | None:
         """For one request: may the principal READ this topic? (Asks once per topic;
-        a name that is not a string, a topic id, is never readable here.)"""
+        a name that is not a string, a topic id, is never readable here.) None: the
+        brokers decide."""
         self.last_denials = []
         self.last_rule = None
+        if self.brokers_decide:
+            return None
         answers: dict[str, bool] = {}
 
         def allowed(topic: object) -> bool:
@@ -80,6 +92,8 @@ class Enforcer:
     def decide(self, api_key: int, request: Any, response_cls: type[Any]) -> Verdict:
         self.last_denials = []
         self.last_rule = None
+        if self.brokers_decide and api_key not in LOCAL_APIS:
+            return PASS
         if api_key in ACL_APIS:
             actor = self.identity.principal
             return acl_admin.handle(

@@ -1,9 +1,10 @@
 """One stack for the whole hostile-tenant suite: a gateway with two tenants (SASL PLAIN
 API keys, authorization and plans on), the victim's state, the attacker's own.
 
-The fixture is parametrized by enforcement mode (``stack.MODES``): add ``"brokers"``
-there once tests/integration/broker_enforced.py provides it (see stack.py for what
-that mode needs). The victim's state is compared before and after the whole suite.
+The fixture is parametrized by enforcement mode (``stack.MODES``): ``gateway`` (the
+gateway's own checks) and ``brokers`` (the gateway's checks off: the brokers refuse
+through the per-tenant upstream principals). The victim's state is compared before and
+after the whole suite.
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ def hostile(
             conn.close()
 
     hostile.advertised = asyncio.run(advertised())
-    yield hostile
-    after = asyncio.run(snapshot(stack, stack.ctx))
-    changed = differences(hostile.baseline, after)  # moved on only by the victim's own control
-    assert not changed, "the victim's state changed during the suite:\n" + "\n".join(changed)
+    try:
+        yield hostile
+        after = asyncio.run(snapshot(stack, stack.ctx))
+        changed = differences(hostile.baseline, after)  # moved on only by the victim's control
+        assert not changed, "the victim's state changed during the suite:\n" + "\n".join(changed)
+    finally:
+        if stack.close is not None:
+            stack.close()

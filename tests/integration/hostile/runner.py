@@ -51,8 +51,15 @@ def _named_values(body: Any, secrets: dict[Any, str]) -> set[Any]:
     return found
 
 
-def judge(attack: Attack, ctx: Ctx, body: Any, answer: Any, raw: bytes) -> list[str]:
-    """What is wrong with the answer to one attack request (empty: nothing)."""
+def judge(
+    attack: Attack, ctx: Ctx, body: Any, answer: Any, raw: bytes, exact: bool = True
+) -> list[str]:
+    """What is wrong with the answer to one attack request (empty: nothing).
+
+    ``exact``: the refusal must carry the codes the table names (the gateway decides).
+    Otherwise (mode ``brokers``) any error code is a refusal — a broker may refuse for
+    its own reason first (not the leader, invalid request, the licence) — and what
+    must hold is the same: a refusal, no leak, the victim's state unchanged."""
     secrets = ctx.secrets()
     named = {key for key, _path in mentions(body, secrets)}
     problems = [
@@ -70,14 +77,21 @@ def judge(attack: Attack, ctx: Ctx, body: Any, answer: Any, raw: bytes) -> list[
         ]
     if attack.check == "whole":
         codes = error_codes(answer)
-        problems += [f"{path} = {code}" for path, code in codes if code not in attack.denied]
+        if exact:
+            problems += [f"{path} = {code}" for path, code in codes if code not in attack.denied]
+        elif codes and not any(code != 0 for _path, code in codes):
+            problems.append(f"not refused: {codes[:5]}")
         if not codes and not attack.may_be_empty:
             problems.append("no error code at all")
     elif attack.check == "named":
         entries = naming(answer, _named_values(body, secrets))
-        codes = [(f"{p}{sub}", c) for p, entry in entries for sub, c in error_codes(entry)]
-        problems += [f"{path} = {code}" for path, code in codes if code not in attack.denied]
-        if not codes:
+        for path, entry in entries:
+            codes = [(f"{path}{sub}", c) for sub, c in error_codes(entry)]
+            if exact:
+                problems += [f"{p} = {c}" for p, c in codes if c not in attack.denied]
+            elif not any(c != 0 for _p, c in codes):
+                problems.append(f"{path}: not refused ({codes[:5]})")
+        if not entries or not any(error_codes(entry) for _p, entry in entries):
             problems.append("no error code on an entry naming the victim's resource")
     return problems
 
@@ -149,7 +163,7 @@ async def run(
                 conn.close()
                 conn = None
                 continue
-            found = judge(attack, ctx, body, answer, raw)
+            found = judge(attack, ctx, body, answer, raw, exact=stack.mode == "gateway")
             outcome.problems += [f"v{version}: {p}" for p in found]
             outcome.flagged.append(bool(found))
     finally:

@@ -9,15 +9,12 @@ Modes (the parametrization point of the suite, see conftest.py):
 
 * ``gateway``: the gateway's own authorization on, the gateway's shared upstream
   identity, brokers without ACLs (super-user = a direct PLAINTEXT connection).
-* ``brokers``: not built here yet (tests/integration/broker_enforced.py): the
-  gateway's checks off (``authorization.gateway_checks: false``), per-tenant
-  upstream principals, Kafka ACLs on the brokers (StandardAuthorizer). To add it,
-  register a builder in ``BUILDERS`` that starts that stack (its own SASL cluster, or
-  ``EnforcedStack``) and returns a ``Stack`` with: tenants whose names are their
-  prefixes and whose plan has ``max_retention_ms``; ``super_login`` logging a direct
-  broker connection in as the brokers' super user (SCRAM-SHA-512 ``kgw-admin``);
-  ``acl_files`` empty and ``acls_on_brokers=True`` so the snapshot reads the brokers'
-  ACLs (DescribeAcls) instead of the gateway's policy file.
+* ``brokers``: only the brokers decide. The gateway's checks are off
+  (``authorization.gateway_checks: false``, a test switch), every tenant connection
+  logs in to the brokers as the tenant's own principal (``upstream.tenant_identities``)
+  and the brokers (a 3-node SASL cluster of its own running ``StandardAuthorizer``,
+  tests/integration/broker_enforced.py) hold the policy mirrored as Kafka ACLs. The
+  snapshot logs in to them as their super user and reads their ACLs too.
 """
 
 from __future__ import annotations
@@ -41,6 +38,7 @@ from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
 
 from ...conftest import GatewayFactory, sasl_listener
+from ..broker_enforced import GATEWAY_USER, EnforcedStack, make_cluster
 from ..rawkafka import RawConnection
 from .kafkamsg import request
 
@@ -123,15 +121,22 @@ class Stack:
     ctx: Ctx | None = None
     super_login: Callable[[RawConnection], Awaitable[None]] | None = None
     acls_on_brokers: bool = False
+    close: Callable[[], None] | None = None  # what the mode started beyond the fixtures
+
+    @property
+    def listener(self) -> dict[str, Any]:
+        """The tenants' (SASL) listener."""
+        listeners = self.gateway.config["listeners"]
+        found: dict[str, Any] = next(lst for lst in listeners if lst["name"] == "tenants")
+        return found
 
     @property
     def bootstrap(self) -> str:
-        return self.gateway.bootstrap
+        return f"127.0.0.1:{self.listener['bootstrap_port']}"
 
     def port_of(self, node: int) -> str:
         """The gateway's public address standing for broker ``node``."""
-        listener = self.gateway.listener
-        return f"127.0.0.1:{int(listener['broker_port_base']) + node}"
+        return f"127.0.0.1:{int(self.listener['broker_port_base']) + node}"
 
     async def connect(self, tenant: Tenant, node: int | None = None) -> RawConnection:
         address = self.bootstrap if node is None else self.port_of(node)
@@ -150,22 +155,20 @@ class Stack:
 
 
 def _policy(*tenants: Tenant) -> list[str]:
+    """Each tenant's namespace, granted to its role (``Role:tenant-<name>``, which the
+    brokers' ACL sync mirrors to the tenant's upstream principal)."""
     lines = []
     for t in tenants:
+        role = f"Role:tenant-{t.name}"
+        lines.append(f"g, {t.principal}, {role}")
         for rtype in ("TOPIC", "GROUP", "TRANSACTIONAL_ID"):
-            lines.append(f"p, {t.principal}, {rtype}, PREFIXED, {t.prefix}, ALL, *, allow")
+            lines.append(f"p, {role}, {rtype}, PREFIXED, {t.prefix}, ALL, *, allow")
+        lines.append(f"p, {role}, CLUSTER, LITERAL, kafka-cluster, IDEMPOTENT_WRITE, *, allow")
     return lines
 
 
-def start_stack(
-    mode: str, gateway_factory: GatewayFactory, cluster: KafkaCluster, workdir: Path
-) -> Stack:
-    assert mode in BUILDERS, f"unknown mode {mode}"
-    return BUILDERS[mode](gateway_factory, cluster, workdir)
-
-
-def _gateway_mode(gateway_factory: GatewayFactory, cluster: KafkaCluster, workdir: Path) -> Stack:
-    """The gateway decides (its policy file), one shared upstream identity."""
+def _tenants(workdir: Path) -> list[Tenant]:
+    """Victim and attacker: API keys in a credential store at ``workdir``."""
     names = [f"vic{uuid.uuid4().hex[:6]}", f"atk{uuid.uuid4().hex[:6]}"]
     store = open_store(CredentialStoreConfig(file=workdir / "credentials.json"))
 
@@ -177,7 +180,19 @@ def _gateway_mode(gateway_factory: GatewayFactory, cluster: KafkaCluster, workdi
             made.append(Tenant(name, principal, key.key_id, secret))
         return made
 
-    victim, attacker = asyncio.run(make())
+    return asyncio.run(make())
+
+
+def start_stack(
+    mode: str, gateway_factory: GatewayFactory, cluster: KafkaCluster, workdir: Path
+) -> Stack:
+    assert mode in BUILDERS, f"unknown mode {mode}"
+    return BUILDERS[mode](gateway_factory, cluster, workdir)
+
+
+def _gateway_mode(gateway_factory: GatewayFactory, cluster: KafkaCluster, workdir: Path) -> Stack:
+    """The gateway decides (its policy file), one shared upstream identity."""
+    victim, attacker = _tenants(workdir)
     policy_dir = workdir / "policies"
     policy_dir.mkdir()
     shutil.copy(POLICIES / "model.conf", policy_dir / "model.conf")
@@ -200,8 +215,45 @@ def _gateway_mode(gateway_factory: GatewayFactory, cluster: KafkaCluster, workdi
     )  # fmt: skip
 
 
+def _brokers_mode(gateway_factory: GatewayFactory, cluster: KafkaCluster, workdir: Path) -> Stack:
+    """Only the brokers decide: their own SASL cluster with ACLs, the gateway's checks off,
+    per-tenant upstream principals."""
+    enforced_cluster, password = make_cluster(workdir / "kafka", nodes=3)
+    enforced_cluster.start()
+    enforced = EnforcedStack(enforced_cluster, workdir, password)
+    try:
+        victim, attacker = _tenants(workdir)
+        enforced.policy_dir.joinpath("policy.csv").write_text(
+            "\n".join(_policy(victim, attacker)) + "\n"
+        )
+        config = enforced.config(gateway_checks=False)
+        config["quotas"]["plans"] = {"hostile": PLAN}
+        config["quotas"]["default_plan"] = "hostile"
+        gateway = GatewayProcess(workdir / "gateway", config)
+        enforced.gateways.append(gateway)
+        gateway.start(expected_brokers=len(enforced_cluster.brokers))
+    except BaseException:
+        enforced.stop()
+        enforced_cluster.stop()
+        raise
+
+    async def super_login(conn: RawConnection) -> None:
+        await conn.authenticate_plain(GATEWAY_USER, password)
+
+    def close() -> None:
+        enforced.stop()
+        enforced_cluster.stop()
+
+    return Stack(
+        mode="brokers", gateway=gateway, cluster=enforced_cluster, victim=victim,
+        attacker=attacker, policy_file=enforced.policy_dir / "policy.csv",
+        quota_file=workdir / "quotas.json", super_login=super_login, acls_on_brokers=True,
+        close=close,
+    )  # fmt: skip
+
+
 Builder = Callable[[GatewayFactory, KafkaCluster, Path], Stack]
-BUILDERS: dict[str, Builder] = {"gateway": _gateway_mode}  # "brokers": see the docstring
+BUILDERS: dict[str, Builder] = {"gateway": _gateway_mode, "brokers": _brokers_mode}
 MODES = list(BUILDERS)
 
 
