@@ -9,7 +9,9 @@ ProducerPerformance run (p99 latency at a fixed rate), and ConsumerPerformance o
 what the full-rate run wrote. Medians per target and the ratios asked for are
 printed and written to ``bench/results/<name>-latest.json`` plus a timestamped copy.
 
-Used by ``bench.authz`` (authorization on vs off); see bench/README.md.
+Used by ``bench.authz`` (authorization on vs off), ``bench.quotas`` and
+``bench.identities`` (a SASL cluster: ``cluster_factory``, a second listener the load
+tools use, ``client_props`` per target); see bench/README.md.
 """
 
 from __future__ import annotations
@@ -44,11 +46,16 @@ def say(text: str) -> None:
 
 @dataclass
 class Variant:
-    """A gateway under test: its name, config sections, and its listener's settings."""
+    """A gateway under test: its name, config sections, and its listener's settings.
+
+    ``extra_listeners`` follow the first listener (which stays the readiness probe's);
+    the load tools use listener ``client_listener``."""
 
     name: str
     sections: dict[str, Any] = field(default_factory=dict)
     listener: dict[str, Any] = field(default_factory=dict)
+    extra_listeners: list[dict[str, Any]] = field(default_factory=list)
+    client_listener: int = 0
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
@@ -61,18 +68,30 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
 
 
+ClusterFactory = Callable[[Path, int], KafkaCluster]
+
+
 class VariantBench:
+    """``cluster_factory(dir, nodes)`` makes the cluster (default: plaintext); the
+    admin client that creates topics uses its ``client_config``. ``client_props`` maps
+    a target to a properties file the Java tools read (``--producer.config``,
+    ``--consumer.config``); it may be filled in by ``prepare``."""
+
     def __init__(
         self,
         args: argparse.Namespace,
         variants: list[Variant],
         topic_prefix: str = "",
         group_prefix: str = "",
+        cluster_factory: ClusterFactory | None = None,
+        client_props: dict[str, Path] | None = None,
     ) -> None:
         self.a = args
         self.variants = variants
         self.topic_prefix = topic_prefix
         self.group_prefix = group_prefix
+        self.cluster_factory = cluster_factory
+        self.client_props = client_props if client_props is not None else {}
         self.workdir = Path(tempfile.mkdtemp(prefix="kgw-bench-variants-"))
         self.cluster: KafkaCluster | None = None
         self.gateways: dict[str, GatewayProcess] = {}
@@ -87,7 +106,10 @@ class VariantBench:
 
     def start(self, prepare: Callable[[KafkaCluster, Path], None] | None = None) -> None:
         say(f"starting a {self.a.nodes}-node cluster in {self.workdir}")
-        self.cluster = KafkaCluster(self.workdir / "kafka", nodes=self.a.nodes)
+        if self.cluster_factory is None:
+            self.cluster = KafkaCluster(self.workdir / "kafka", nodes=self.a.nodes)
+        else:
+            self.cluster = self.cluster_factory(self.workdir / "kafka", self.a.nodes)
         self.cluster.start()
         if prepare is not None:
             prepare(self.cluster, self.workdir)
@@ -104,6 +126,7 @@ class VariantBench:
             logging={"level": "WARNING", "format": "json"}, **variant.sections,
         )  # fmt: skip
         config["listeners"][0].update(variant.listener)
+        config["listeners"] += variant.extra_listeners
         gw = GatewayProcess(self.workdir / variant.name, config)
         try:
             gw.start(expected_brokers=self.a.nodes)
@@ -117,11 +140,27 @@ class VariantBench:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         assert self.cluster is not None
-        admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers})
+        admin = AdminClient(
+            {"bootstrap.servers": self.cluster.bootstrap_servers, **self.cluster.client_config}
+        )
         rf = min(REPLICATION, self.a.nodes)
         futures = admin.create_topics([NewTopic(n, PARTITIONS, rf) for n in names])
         for future in futures.values():
             future.result(timeout=60)
+
+    def bootstrap(self, target: str) -> str:
+        """Where the load tools connect for ``target``."""
+        assert self.cluster is not None
+        gw = self.gateways.get(target)
+        if gw is None:
+            return self.cluster.bootstrap_servers
+        index = next(v.client_listener for v in self.variants if v.name == target)
+        listener = gw.config["listeners"][index]
+        return f"{listener['advertised_host']}:{listener['bootstrap_port']}"
+
+    def _config_args(self, target: str, option: str) -> list[str]:
+        props = self.client_props.get(target)
+        return [] if props is None else [option, str(props)]
 
     def _topics(self, target: str) -> list[str]:
         names = []
@@ -154,18 +193,19 @@ class VariantBench:
     def one_round(self, target: str, rnd: int) -> None:
         assert self.cluster is not None
         a = self.a
-        gw = self.gateways.get(target)
-        bootstrap = self.cluster.bootstrap_servers if gw is None else gw.bootstrap
+        bootstrap = self.bootstrap(target)
+        producer_config = self._config_args(target, "--producer.config")
         topic = self._topic(target, rnd)
         for kind, name, rate, records in (
             ("produce", topic, -1, a.records),
             ("paced", topic + "-paced", a.paced_rate, a.paced_records),
         ):
             args = perf.producer_args(name, bootstrap, records, a.record_size, 16384, 5, rate)
-            result = perf.parse_producer(self._tool("producer-perf", args))
+            result = perf.parse_producer(self._tool("producer-perf", args + producer_config))
             self._record(target, rnd, kind, result.as_dict())
         args = perf.consumer_args(topic, bootstrap, a.records, 120_000)
         args += ["--group", f"{self.group_prefix}bench-{target}-{rnd}"]
+        args += self._config_args(target, "--consumer.config")
         consumed = perf.parse_consumer(self._tool("consumer-perf", args))
         if consumed.records < a.records:
             raise RuntimeError(f"{target}: consumed {consumed.records} of {a.records}")
@@ -182,13 +222,13 @@ class VariantBench:
         records = max(1000, min(self.a.records // 4, 50_000))
         say(f"warm-up: {records} records per target")
         for target in self.targets:
-            gw = self.gateways.get(target)
-            bootstrap = self.cluster.bootstrap_servers if gw is None else gw.bootstrap
+            bootstrap = self.bootstrap(target)
             topic = f"{self.topic_prefix}bench-warmup"
             args = perf.producer_args(topic, bootstrap, records, self.a.record_size, 16384, 5)
-            self._tool("producer-perf", args)
+            self._tool("producer-perf", args + self._config_args(target, "--producer.config"))
             args = perf.consumer_args(topic, bootstrap, records, 120_000)
-            self._tool("consumer-perf", [*args, "--group", f"{self.group_prefix}warmup-{target}"])
+            args += ["--group", f"{self.group_prefix}warmup-{target}"]
+            self._tool("consumer-perf", args + self._config_args(target, "--consumer.config"))
 
     def measure(self) -> None:
         self.warm_up()
