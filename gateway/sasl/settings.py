@@ -72,7 +72,7 @@ class FailureLimiterConfig(_Strict):
     max_keys: int = Field(default=100_000, ge=1)
     # Refuse without checking the secret for lockout_s after this many failures within
     # window_s; 0 turns it off. Per principal it is off: anyone could lock a victim out.
-    lockout_address_failures: int = Field(default=100, ge=0)
+    lockout_address_failures: int = Field(default=0, ge=0)
     lockout_principal_failures: int = Field(default=0, ge=0)
     lockout_s: float = Field(default=300.0, gt=0)
 

@@ -104,7 +104,7 @@ def test_locked_keys_are_bounded_by_max_keys() -> None:
 
 def test_config_defaults_and_bounds() -> None:
     config = FailureLimiterConfig()
-    assert config.lockout_address_failures == 100
+    assert config.lockout_address_failures == 0  # off: see docs/sasl.md
     assert config.lockout_principal_failures == 0 and config.lockout_s == 300.0
     with pytest.raises(ValidationError):
         FailureLimiterConfig(lockout_address_failures=-1)
