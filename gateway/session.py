@@ -23,10 +23,8 @@ import dataclasses
 import datetime
 import logging
 import struct
-import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
@@ -42,6 +40,7 @@ from .authentication import (
     PendingStep,
     sasl_specs,
 )
+from .enforcement.denials import DenialLog
 from .enforcement.fetch_sessions import FetchSessions, fetch_outcome
 from .enforcement.units import is_replica
 from .identity import ClientIdentity
@@ -55,6 +54,7 @@ from .protocol.api_versions import (
 from .protocol.apis import ApiSpec
 from .protocol.codec import (
     ProtocolError,
+    RequestHead,
     decode_request,
     decode_response,
     encode_body,
@@ -69,77 +69,19 @@ from .protocol.errors import UNSUPPORTED_VERSION
 from .protocol.framing import frame
 from .protocol.refusal import refuse
 from .rewrite import needs_rewrite, rewrite
+from .slots import Fault, PendingWork, Side, Slot
 from .throttling import Throttle
 from .topology import PublicMap, UnmappableBroker
 
-if TYPE_CHECKING:
-    from collections.abc import Awaitable
+__all__ = ["Fault", "Session", "Side"]  # Fault and Side live in slots.py
 
+if TYPE_CHECKING:
     from .enforcement import Enforcer
     from .enforcement.quota_admin import QuotaAdmin
-    from .enforcement.verdict import Deferred, Verdict
+    from .enforcement.verdict import Verdict
     from .sasl import Step
 
 log = logging.getLogger("kgw.authz")
-Merge = Callable[[Any], Any]
-DENIAL_LOG_INTERVAL_S = 10.0
-Side = Literal["client", "upstream", "gateway"]
-_HEAD = struct.Struct(">ihhi")  # size, api key, api version, correlation id
-
-
-class Fault(Exception):
-    """The connection must close; ``side`` says whose fault it was."""
-
-    def __init__(self, side: Side, reason: str) -> None:
-        super().__init__(reason)
-        self.side: Side = side
-        self.reason = reason
-
-
-class Slot:
-    """A response the client is owed, in request order."""
-
-    __slots__ = (
-        "api_key", "api_version", "commit", "correlation_id", "data", "exchange", "merge",
-        "throttle_ms", "upstream",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        api_key: int,
-        api_version: int,
-        correlation_id: int,
-        upstream: bool,
-        exchange: Exchange | None = None,
-    ) -> None:
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.upstream = upstream
-        self.data: bytes | None = None
-        self.merge: Merge | None = None
-        self.commit: Callable[[int, int], None] | None = None  # a fetch session's bookkeeping
-        self.exchange = exchange
-        self.throttle_ms = 0.0
-
-
-class PendingWork:
-    """A request waiting for local work (``Deferred``) before it is answered or forwarded."""
-
-    __slots__ = ("body_offset", "data", "deferred", "slot")
-
-    def __init__(self, deferred: Deferred, data: bytes, body_offset: int, slot: Slot) -> None:
-        self.deferred = deferred
-        self.data = data
-        self.body_offset = body_offset
-        self.slot = slot
-
-    @property
-    def name(self) -> str:
-        return self.deferred.name
-
-    def run(self) -> Awaitable[Any]:
-        return self.deferred.run()
 
 
 class Session:
@@ -186,7 +128,7 @@ class Session:
         self._waiting: deque[Slot] = deque()
         self.close_after_flush: str | None = None
         self.requests = 0
-        self._denials_logged: dict[str, tuple[float, int]] = {}
+        self._denials = DenialLog()
 
     @property
     def inflight(self) -> int:
@@ -237,12 +179,7 @@ class Session:
         reads is authorized whole, sessions included; over the fetch quota it is
         answered here, empty, with the session's epoch kept right."""
         assert self.fetch_sessions is not None
-        payload = memoryview(data)[4:]
-        try:
-            head = parse_request_head(payload)
-            request: Any = decode_request(head, payload)
-        except ProtocolError as exc:
-            raise Fault("client", str(exc)) from None
+        payload, head, request = _decode(data)
         response_cls = apis.response_schema(apis.FETCH, version)
         enforcer = self.enforcer
         if enforcer is not None and is_replica(request):  # a follower's fetch
@@ -296,11 +233,7 @@ class Session:
 
     def _sasl(self, data: bytes, key: int, version: int, correlation_id: int) -> None:
         assert self.auth is not None
-        payload = memoryview(data)[4:]
-        try:
-            request: Any = decode_request(parse_request_head(payload), payload)
-        except ProtocolError as exc:
-            raise Fault("client", str(exc)) from None
+        request = _decode(data)[2]
         response_cls = apis.response_schema(key, version)
         if key == SASL_HANDSHAKE:
             response, refused = self.auth.handshake(request, response_cls)
@@ -347,12 +280,7 @@ class Session:
     def _enforce(self, data: bytes, key: int, version: int, correlation_id: int) -> bytes | None:
         """Authorize every part of the request (and apply quota admin and licence limits);
         forward only what is allowed."""
-        payload = memoryview(data)[4:]
-        try:
-            head = parse_request_head(payload)
-            request: Any = decode_request(head, payload)
-        except ProtocolError as exc:
-            raise Fault("client", str(exc)) from None
+        _payload, head, request = _decode(data)
         response_cls = apis.response_schema(key, version)
         enforcer = self.enforcer
         if enforcer is None:
@@ -442,33 +370,8 @@ class Session:
         )  # fmt: skip
 
     def _log_denial(self, key: int, version: int) -> None:
-        """One line per distinct denial per connection every DENIAL_LOG_INTERVAL_S at most."""
         assert self.enforcer is not None
-        reasons = self.enforcer.last_denials
-        summary = "; ".join(reasons[:5]) + (
-            f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""
-        )
-        now = time.monotonic()
-        last, suppressed = self._denials_logged.get(summary, (0.0, 0))
-        if now - last < DENIAL_LOG_INTERVAL_S:
-            self._denials_logged[summary] = (last, suppressed + 1)
-            return
-        self._denials_logged[summary] = (now, 0)
-        if suppressed:
-            summary += f" [{suppressed} identical denials not logged]"
-        log.info(
-            "request denied: %s",
-            summary,
-            extra={
-                "event": "authorization_denied",
-                "principal": self.identity.principal,
-                "peer": f"{self.identity.host}:{self.identity.port}",
-                "listener": self.identity.listener,
-                "api": apis.api_name(key),
-                "api_version": version,
-                "count": len(reasons),
-            },
-        )
+        self._denials.log(self.enforcer.last_denials, self.identity, key, version)
 
     def _produce_acks(self, data: bytes) -> int:
         payload = memoryview(data)[4:]
@@ -497,11 +400,7 @@ class Session:
         if self.auth is not None and not self.auth.authenticated and key not in SASL_APIS:
             raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
         if version in apis.decodable_versions(key):
-            payload = memoryview(data)[4:]
-            try:
-                request: Any = decode_request(parse_request_head(payload), payload)
-            except ProtocolError as exc:
-                raise Fault("client", str(exc)) from None
+            request = _decode(data)[2]
             if key == apis.PRODUCE and int(request.acks) == 0:
                 raise Fault("client", f"Produce v{version} with acks=0 is not supported")
             body = refuse(request, apis.response_schema(key, version), UNSUPPORTED_VERSION)
@@ -589,3 +488,13 @@ class Session:
     def take_finished(self) -> list[Exchange]:
         finished, self.finished = self.finished, []
         return finished
+
+
+def _decode(data: bytes) -> tuple[memoryview, RequestHead, Any]:
+    """A request frame's payload, head and decoded body; ``Fault`` if it is malformed."""
+    payload = memoryview(data)[4:]
+    try:
+        head = parse_request_head(payload)
+        return payload, head, decode_request(head, payload)
+    except ProtocolError as exc:
+        raise Fault("client", str(exc)) from None

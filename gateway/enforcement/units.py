@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
+from .answers import describable, guarded, members_guard, metadata_guard, partitions_guard
 from .mirror import list_item_type, mirror
 from .toolkit import (
     CLUSTER_DENIED,
@@ -30,7 +31,7 @@ from .toolkit import (
     respond_only,
     split,
 )
-from .verdict import PASS, Check, Merge, Verdict
+from .verdict import PASS, Check, Verdict
 
 Unit = Callable[[Any, Check, type[Any]], Verdict]
 
@@ -89,52 +90,13 @@ def offset_for_leader_epoch(request: Any, check: Check, rc: type[Any]) -> Verdic
     return _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
 
 
-def _describable(check: Check) -> Callable[[Any], bool]:
-    """Is this entry's topic (named as the broker named it) describable?"""
-
-    def visible(t: Any) -> bool:
-        name = getattr(t, "name", None) or getattr(t, "topic_name", None)
-        return name is not None and check(R.TOPIC, name, Op.DESCRIBE)
-
-    return visible
-
-
-def _guarded(verdict: Verdict, guard: Merge) -> Verdict:
-    """``verdict`` with ``guard`` applied to the broker's response before its own merge:
-    the broker resolves ids, "all" forms and regexes; what it answers is checked again."""
-    if verdict.local is not None or verdict.forward is None:
-        return verdict
-    merge = guard if verdict.merge is None else _then(guard, verdict.merge)
-    return dataclasses.replace(verdict, merge=merge)
-
-
-def _then(first: Merge, second: Merge) -> Merge:
-    return lambda response: second(first(response))
-
-
-def _metadata_guard(visible: Callable[[Any], bool]) -> Merge:
-    """Refuse (29, no name) every topic the broker answered that may not be described,
-    whatever the request named it by (a topic id resolves to another tenant's topic)."""
-
-    def guard(response: Any) -> Any:
-        item_cls = list_item_type(type(response), "topics")
-        kept = tuple(
-            t if visible(t) or (t.name is None and int(t.error_code) != 0)
-            else mirror(item_cls, named(topic_id=getattr(t, "topic_id", None)), TOPIC_DENIED)
-            for t in response.topics
-        )  # fmt: skip
-        return dataclasses.replace(response, topics=kept)
-
-    return guard
-
-
 def metadata(request: Any, check: Check, rc: type[Any]) -> Verdict:
     topics = request.topics
-    visible = _describable(check)
+    visible = describable(check)
     if topics is None or (not topics and int(request.__version__) == 0):
         # all topics (an empty list means "all" in v0): leave out what may not be described
         return _metadata_filter(visible)
-    return _guarded(_metadata_named(request, check, rc, visible), _metadata_guard(visible))
+    return guarded(_metadata_named(request, check, rc, visible), metadata_guard(visible))
 
 
 def _metadata_named(
@@ -431,49 +393,14 @@ def consumer_group_describe(request: Any, check: Check, rc: type[Any]) -> Verdic
     verdict = _named_list("group_ids", "groups", "group_id", R.GROUP, Op.DESCRIBE, GROUP_DENIED)(
         request, check, rc
     )
-    return _guarded(verdict, _members_guard(check))
-
-
-def _members_guard(check: Check) -> Merge:
-    visible = _describable(check)
-
-    def assignment(a: Any) -> Any:
-        kept = tuple(tp for tp in a.topic_partitions if visible(tp))
-        return dataclasses.replace(a, topic_partitions=kept)
-
-    def member(m: Any) -> Any:
-        names = tuple(n for n in m.subscribed_topic_names if check(R.TOPIC, n, Op.DESCRIBE))
-        return dataclasses.replace(
-            m,
-            subscribed_topic_names=names,
-            assignment=assignment(m.assignment),
-            target_assignment=assignment(m.target_assignment),
-        )
-
-    def guard(response: Any) -> Any:
-        groups = tuple(
-            dataclasses.replace(g, members=tuple(member(m) for m in g.members))
-            for g in response.groups
-        )
-        return dataclasses.replace(response, groups=groups)
-
-    return guard
+    return guarded(verdict, members_guard(check))
 
 
 def describe_topic_partitions(request: Any, check: Check, rc: type[Any]) -> Verdict:
     """Named topics by DESCRIBE; an empty list means "all": the broker's answer keeps
     only describable topics, and a cursor naming another topic is dropped."""
-    visible = _describable(check)
     verdict = _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
-
-    def guard(response: Any) -> Any:
-        kept = tuple(t for t in response.topics if visible(t))
-        cursor = response.next_cursor
-        if cursor is not None and not visible(cursor):
-            cursor = None  # it would name a topic the principal may not see
-        return dataclasses.replace(response, topics=kept, next_cursor=cursor)
-
-    return _guarded(verdict, guard)
+    return guarded(verdict, partitions_guard(describable(check)))
 
 
 def describe_transactions(request: Any, check: Check, rc: type[Any]) -> Verdict:

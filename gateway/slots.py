@@ -1,0 +1,69 @@
+"""What a session owes the client, and how a connection ends: the small types the
+core and the network layer share (``Session`` in session.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .accesslog.exchange import Exchange
+    from .enforcement.verdict import Deferred
+
+Merge = Callable[[Any], Any]
+Side = Literal["client", "upstream", "gateway"]
+
+
+class Fault(Exception):
+    """The connection must close; ``side`` says whose fault it was."""
+
+    def __init__(self, side: Side, reason: str) -> None:
+        super().__init__(reason)
+        self.side: Side = side
+        self.reason = reason
+
+
+class Slot:
+    """A response the client is owed, in request order."""
+
+    __slots__ = (
+        "api_key", "api_version", "commit", "correlation_id", "data", "exchange", "merge",
+        "throttle_ms", "upstream",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        upstream: bool,
+        exchange: Exchange | None = None,
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.upstream = upstream
+        self.data: bytes | None = None
+        self.merge: Merge | None = None
+        self.commit: Callable[[int, int], None] | None = None  # a fetch session's bookkeeping
+        self.exchange = exchange
+        self.throttle_ms = 0.0
+
+
+class PendingWork:
+    """A request waiting for local work (``Deferred``) before it is answered or forwarded."""
+
+    __slots__ = ("body_offset", "data", "deferred", "slot")
+
+    def __init__(self, deferred: Deferred, data: bytes, body_offset: int, slot: Slot) -> None:
+        self.deferred = deferred
+        self.data = data
+        self.body_offset = body_offset
+        self.slot = slot
+
+    @property
+    def name(self) -> str:
+        return self.deferred.name
+
+    def run(self) -> Awaitable[Any]:
+        return self.deferred.run()
