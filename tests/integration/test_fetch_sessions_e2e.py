@@ -4,12 +4,14 @@ A Java consumer (incremental fetch sessions, KIP-227) and a librdkafka consumer 
 two topics; mid-stream the principal loses READ on one of them. The other keeps
 flowing, the lost one stops (nothing produced after the change is read), and the
 Java client's fetch session is never broken (no INVALID_FETCH_SESSION_EPOCH, no
-session closed by the "broker"), while another tenant's consumer on the same
-gateway reads on unaffected.
+session closed by the "broker"), while another tenant's consumer, logged in over SASL
+on the same listener and so on the same broker ports, reads on unaffected.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -22,10 +24,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from gateway.credentials import CredentialStoreConfig, open_store
 from gateway.devstack import kafka_dist
 from gateway.devstack.gateway_proc import GatewayProcess
 
-from ..conftest import GatewayFactory
+from ..conftest import GatewayFactory, sasl_listener
 from .test_authorization import _listener
 
 pytestmark = pytest.mark.integration
@@ -58,13 +61,37 @@ BATCH = 200
 
 
 class Stack:
-    def __init__(self, gateway: GatewayProcess, policy_file: Path) -> None:
+    """One SASL listener for both tenants (API keys made here), a plaintext admin one."""
+
+    def __init__(
+        self, gateway: GatewayProcess, policy_file: Path, keys: dict[str, tuple[str, str]]
+    ) -> None:
         self.gateway = gateway
         self.policy_file = policy_file
+        self.keys = keys  # principal -> (key id, secret)
         listeners = {lst["name"]: lst for lst in gateway.config["listeners"]}
-        self.a = f"127.0.0.1:{listeners['tenant-a']['bootstrap_port']}"
-        self.b = f"127.0.0.1:{listeners['tenant-b']['bootstrap_port']}"
+        self.tenants = f"127.0.0.1:{listeners['tenants']['bootstrap_port']}"
         self.admin = f"127.0.0.1:{listeners['admin']['bootstrap_port']}"
+
+    def client(self, principal: str) -> dict[str, str]:
+        key_id, secret = self.keys[principal]
+        return {
+            "bootstrap.servers": self.tenants, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": key_id, "sasl.password": secret,
+        }  # fmt: skip
+
+    def java_properties(self, principal: str, directory: Path) -> Path:
+        """The Java client's SASL settings, in a file only its owner reads."""
+        key_id, secret = self.keys[principal]
+        path = directory / f"{principal.split(':')[1]}.properties"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(
+                "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+                f'required username="{key_id}" password="{secret}";\n'
+            )
+        return path
 
     def revoke_lose(self) -> None:
         lines = [line for line in POLICY if line != LOSE]
@@ -78,22 +105,36 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(gateway_factory: GatewayFactory, tmp_path_factory: pytest.TempPathFactory) -> Stack:
-    policy_dir = tmp_path_factory.mktemp("policies")
+    work = tmp_path_factory.mktemp("fetch-sessions")
+    policy_dir = work / "policies"
+    policy_dir.mkdir()
     shutil.copy(POLICIES / "model.conf", policy_dir / "model.conf")
     (policy_dir / "policy.csv").write_text("\n".join(POLICY) + "\n")
+    store = open_store(CredentialStoreConfig(file=work / "credentials.json"))
+
+    async def keys() -> dict[str, tuple[str, str]]:
+        made = {}
+        for principal, tenant in (("User:a-app", "tenant-a"), ("User:b-app", "tenant-b")):
+            key, secret = await store.create_api_key(
+                principal=principal, tenant=tenant, actor="test"
+            )
+            made[principal] = (key.key_id, secret)
+        return made
+
+    made = asyncio.run(keys())
     gateway = gateway_factory(
-        listeners=[
-            _listener("tenant-a", "User:a-app"),
-            _listener("tenant-b", "User:b-app"),
-            _listener("admin", "User:admin"),
-        ],
+        listeners=[_listener("admin", "User:admin"), sasl_listener()],
+        sasl={
+            "mechanisms": ["PLAIN"],
+            "credential_store": {"file": str(work / "credentials.json")},
+        },
         authorization={
             "policy_dir": str(policy_dir),
             "reload_interval_s": 0.25,
             "super_users": ["User:admin"],
         },
     )
-    return Stack(gateway, policy_dir / "policy.csv")
+    return Stack(gateway, policy_dir / "policy.csv", made)
 
 
 @pytest.fixture
@@ -126,12 +167,12 @@ def _produce(bootstrap: str, topics: list[str], count: int) -> None:
 class JavaConsumer:
     """SessionConsumer.java in a JVM; its counts read from stdout as they come."""
 
-    def __init__(self, bootstrap: str, partitions: list[str], log4j: Path, seconds: int) -> None:
+    def __init__(
+        self, bootstrap: str, partitions: list[str], log4j: Path, seconds: int, props: Path
+    ) -> None:
         libs = kafka_dist.ensure_kafka()
-        argv = kafka_dist.jvm_argv(
-            libs, str(JAVA_CONSUMER), [bootstrap, str(seconds), ",".join(partitions)],
-            log4j_config=log4j,
-        )  # fmt: skip
+        args = [bootstrap, str(seconds), ",".join(partitions), str(props)]
+        argv = kafka_dist.jvm_argv(libs, str(JAVA_CONSUMER), args, log4j_config=log4j)
         self.process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -186,9 +227,13 @@ def test_java_consumers_keep_their_sessions_through_a_revocation(
     log4j = tmp_path / "log4j2.properties"
     log4j.write_text(LOG4J)
     a = JavaConsumer(
-        stack.a, _partitions("tenant-a.keep") + _partitions("tenant-a.lose"), log4j, 240
-    )
-    b = JavaConsumer(stack.b, _partitions("tenant-b.data"), log4j, 240)
+        stack.tenants, _partitions("tenant-a.keep") + _partitions("tenant-a.lose"), log4j, 240,
+        stack.java_properties("User:a-app", tmp_path),
+    )  # fmt: skip
+    b = JavaConsumer(
+        stack.tenants, _partitions("tenant-b.data"), log4j, 240,
+        stack.java_properties("User:b-app", tmp_path),
+    )  # fmt: skip
     try:
         a.wait_for({"tenant-a.keep": BATCH, "tenant-a.lose": BATCH})
         b.wait_for({"tenant-b.data": BATCH})
@@ -216,7 +261,7 @@ def test_librdkafka_consumers_keep_reading_through_a_revocation(restored: Stack)
     time.sleep(1.5)
     _produce(stack.admin, ["tenant-a.keep2", "tenant-a.lose2"], BATCH)
     consumer = Consumer({
-        "bootstrap.servers": stack.a, "group.id": "tenant-a.rd", "enable.auto.commit": False,
+        **stack.client("User:a-app"), "group.id": "tenant-a.rd", "enable.auto.commit": False,
         "fetch.wait.max.ms": 200,
     })  # fmt: skip
     consumer.assign(

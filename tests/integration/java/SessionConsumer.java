@@ -1,7 +1,10 @@
 // A plain Java consumer for the fetch-session tests: assigned partitions, read from the
 // beginning, counts per topic printed twice a second. A TopicAuthorizationException is
 // printed and polling goes on (the other partitions must keep flowing). Run with
-// `java -cp <kafka libs>/* SessionConsumer.java BOOTSTRAP SECONDS topic:partition,...`.
+// `java -cp <kafka libs>/* SessionConsumer.java BOOTSTRAP SECONDS topic:partition,... [PROPS]`
+// (PROPS: a properties file with the client's security settings).
+import java.io.FileReader;
+import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,8 +17,13 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.TopicAuthorizationException;
 
 public class SessionConsumer {
-    public static void main(String[] args) {
+    public static void main(String[] args) throws IOException {
         Properties props = new Properties();
+        if (args.length > 3) {
+            try (FileReader reader = new FileReader(args[3])) {
+                props.load(reader);
+            }
+        }
         props.put("bootstrap.servers", args[0]);
         props.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
         props.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
