@@ -34,8 +34,8 @@ async def serve(config: GatewayConfig) -> int:
     from ..audit import AuditError
     from ..authz.store import PolicyError
     from ..quotas import StoreError as QuotaStoreError
+    from ..runtime.gateway import Gateway
     from ..sasl.kerberos import KerberosSetupError
-    from ..server import Gateway
     from ..tls.material import MaterialError
     from ..upstream.identity import UpstreamCredentialError
 

@@ -28,7 +28,7 @@ log = logging.getLogger("kgw.tls")
 
 
 class TlsInner(Protocol):
-    """What the plaintext side (``server.ClientConnection``) offers."""
+    """What the plaintext side (``runtime.client.ClientConnection``) offers."""
 
     conn_id: str
     identity: ClientIdentity
