@@ -35,7 +35,8 @@ def _address(hex_address: str) -> Address:
     return v6.ipv4_mapped or v6
 
 
-def _socket_inodes(pid: int) -> set[str]:
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
@@ -63,7 +64,7 @@ def bound_addresses(*, pid: int | None = None, port: int | None = None) -> list[
     ``port`` (one of them is required)."""
     if pid is None and port is None:
         raise ValueError("bound_addresses needs a pid or a port")
-    inodes = _socket_inodes(pid) if pid is not None else None
+    inodes = socket_inodes(pid) if pid is not None else None
     return [
         address
         for address, local_port, inode in _bound(("tcp", "tcp6", "udp", "udp6"))
@@ -104,7 +105,7 @@ def exposed_listeners(root: int, ignore: Collection[int] = ()) -> set[str]:
     for pid in descendants(root) - set(ignore):
         try:
             command = Path(f"/proc/{pid}/comm").read_text().strip()
-            for inode in _socket_inodes(pid):
+            for inode in socket_inodes(pid):
                 owners[inode] = f"{command}[{pid}]"
         except OSError:
             continue  # gone meanwhile

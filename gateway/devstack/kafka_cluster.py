@@ -22,15 +22,11 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import json
 import logging
-import os
-import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.devstack import broker_sasl, kafka_dist
+
+from .nodes import free_ports, metadata_ok, pid_runs, send_signal
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ class KafkaCluster:
         )
         self.client_config = {**admin, **(client_config or {})}
         self.cluster_id = kafka_dist.random_uuid()
-        ports = _free_ports(host, 2 * nodes)
+        ports = free_ports(host, 2 * nodes)
         self.nodes: dict[int, NodeSpec] = {
             i: NodeSpec(i, "broker,controller", ports[2 * i - 2], ports[2 * i - 1])
             for i in range(1, nodes + 1)
@@ -155,12 +153,12 @@ class KafkaCluster:
         """SIGTERM every node, SIGKILL what is left after 30 s. Safe to call twice."""
         running = self.pids
         for pid in running.values():
-            _signal(pid, signal.SIGTERM)
+            send_signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         for node_id, pid in running.items():
             if not self._wait_exit(node_id, deadline):
                 log.warning("kafka node %d (pid %d) ignored SIGTERM; killing", node_id, pid)
-                _signal(pid, signal.SIGKILL)
+                send_signal(pid, signal.SIGKILL)
                 self._wait_exit(node_id, time.monotonic() + 10)
         for node in self.nodes.values():
             node.pid = None
@@ -173,7 +171,7 @@ class KafkaCluster:
         pid = self.pids.get(node_id)
         if pid is None:
             raise RuntimeError(f"kafka node {node_id} is not running")
-        _signal(pid, signal.SIGKILL)
+        send_signal(pid, signal.SIGKILL)
         self._wait_exit(node_id, time.monotonic() + 30)
         self.nodes[node_id].pid = None
         self._procs.pop(node_id, None)
@@ -191,7 +189,7 @@ class KafkaCluster:
         """Start a new broker-only node that joins the running cluster; return its id."""
         deadline = time.monotonic() + timeout
         node_id = max(self.nodes) + 1
-        (port,) = _free_ports(self.host, 1)
+        (port,) = free_ports(self.host, 1)
         self.nodes[node_id] = NodeSpec(node_id, "broker", port)
         self._format([node_id], deadline)
         self._launch_one(node_id, set(self.pids), deadline)
@@ -409,7 +407,7 @@ class KafkaCluster:
             return proc.poll() is None
         pid = self.nodes[node_id].pid
         marker = str(self._node_dir(node_id) / "server.properties")
-        return pid is not None and _pid_runs(pid, marker)
+        return pid is not None and pid_runs(pid, marker)
 
     def _wait_exit(self, node_id: int, deadline: float) -> bool:
         while self._alive(node_id):
@@ -432,7 +430,7 @@ class KafkaCluster:
                         + self.log_tail(node_id)
                     )
                 port = self.nodes[node_id].port
-                if _metadata_ok(self.host, port, node_id, expected, self.client_config):
+                if metadata_ok(self.host, port, node_id, expected, self.client_config):
                     pending.discard(node_id)
             if pending and time.monotonic() >= deadline:
                 worst = min(pending)
@@ -453,60 +451,6 @@ class KafkaCluster:
                 continue
             parts.append(f"--- {name}\n" + "\n".join(text.splitlines()[-lines:]))
         return "\n".join(parts) or "(no log output)"
-
-
-def _free_ports(host: str, count: int) -> list[int]:
-    """Free ports below the kernel's ephemeral range, so that between now and the
-    broker binding them no outgoing connection or ``bind(0)`` elsewhere takes one."""
-    try:
-        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        ephemeral_low = 32768
-    candidates = random.sample(range(10000, max(ephemeral_low, 20000)), 200)
-    with contextlib.ExitStack() as held:
-        ports: list[int] = []
-        for port in candidates + [0] * count:
-            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue
-            ports.append(sock.getsockname()[1])
-            if len(ports) == count:
-                return ports
-    raise RuntimeError(f"no {count} free ports on {host}")
-
-
-def _pid_runs(pid: int, marker: str) -> bool:
-    """True if ``pid`` is alive (not a zombie) and its command line contains ``marker``."""
-    try:
-        return marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _metadata_ok(
-    host: str, port: int, node_id: int, expected: set[int], client_config: dict[str, str]
-) -> bool:
-    """Ask broker ``node_id`` itself for metadata; True if it lists every ``expected`` id."""
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-    except OSError:
-        return False
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 0, **client_config})
-    try:
-        md = admin.list_topics(timeout=5)
-    except KafkaException:
-        return False
-    return md.orig_broker_id == node_id and expected <= set(md.brokers)
 
 
 def main(argv: list[str] | None = None) -> int:

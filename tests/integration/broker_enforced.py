@@ -25,7 +25,6 @@ second the tenants' SASL PLAIN listener. A 3-node cluster: ``make_cluster(dir, n
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import subprocess
@@ -44,6 +43,7 @@ from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
 
 from ..conftest import gateway_log_events, sasl_listener
+from ..loopback import socket_inodes
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 GATEWAY_USER = "kgw-admin"
@@ -226,14 +226,7 @@ def enforced_stack_fixture(
 
 def upstream_sockets(pid: int, broker_ports: set[int]) -> int:
     """How many established TCP connections process ``pid`` holds to ``broker_ports``."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    inodes = socket_inodes(pid)
     count = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as handle:
