@@ -36,6 +36,8 @@ class Attack:
     may_be_empty: bool = False
     optional: bool = False
     low: int = 0
+    modes: tuple[str, ...] | None = None  # None: every mode of stack.MODES
+    instead: str | None = None  # the entry run in the other modes
 
 
 def _value(ctx: Ctx, name: str) -> Any:
@@ -74,6 +76,8 @@ def _attack(entry: dict[str, Any]) -> Attack:
         may_be_empty=bool(entry.get("may_be_empty", False)),
         optional=bool(entry.get("optional", False)),
         low=int(entry.get("low", 0)),
+        modes=tuple(entry["modes"]) if "modes" in entry else None,
+        instead=entry.get("instead"),
     )
 
 
