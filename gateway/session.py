@@ -32,14 +32,8 @@ from .accesslog.exchange import Exchange
 from .accesslog.exchange import begin as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
 from .accesslog.records import Resources, decision_of, resources_of
-from .authentication import (
-    SASL_APIS,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    Authentication,
-    PendingStep,
-    sasl_specs,
-)
+from .addresses.rewrite import needs_rewrite, rewrite
+from .addresses.topology import PublicMap, UnmappableBroker
 from .enforcement.denials import DenialLog
 from .enforcement.fetch_sessions import FetchSessions, fetch_outcome
 from .enforcement.units import is_replica
@@ -68,17 +62,23 @@ from .protocol.codec import (
 from .protocol.errors import UNSUPPORTED_VERSION
 from .protocol.framing import frame
 from .protocol.refusal import refuse
-from .rewrite import needs_rewrite, rewrite
+from .quotas.throttle import Throttle
+from .sasl.connection import (
+    SASL_APIS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    Authentication,
+    PendingStep,
+    sasl_specs,
+)
 from .slots import Fault, PendingWork, Side, Slot
-from .throttling import Throttle
-from .topology import PublicMap, UnmappableBroker
 
 __all__ = ["Fault", "Session", "Side"]  # Fault and Side live in slots.py
 
 if TYPE_CHECKING:
     from .enforcement import Enforcer
-    from .enforcement.quota_admin import QuotaAdmin
     from .enforcement.verdict import Verdict
+    from .quotas.admin import QuotaAdmin
     from .sasl import Step
 
 log = logging.getLogger("kgw.authz")

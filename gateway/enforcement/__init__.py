@@ -16,9 +16,9 @@ from ..authz.engine import Authorizer
 from ..authz.model import Operation, ResourceType
 from ..identity import ClientIdentity
 from ..protocol.apis import ApiSpec, gateway_apis
+from ..quotas.kafka_messages import CLIENT_QUOTA_APIS
 from . import acl_admin
 from .acl_admin import ACL_APIS
-from .client_quotas import CLIENT_QUOTA_APIS
 from .toolkit import CLUSTER_DENIED, deny_whole
 from .units import AUTHZ_HIDDEN, AUTHZ_MAX_VERSION, UNITS
 from .verdict import PASS, Verdict

@@ -13,7 +13,7 @@ API has entries), ``answer`` (the broker resolves it; its answer is checked agai
 and what may not be seen is refused or left out), ``session`` (fetch sessions,
 gateway/enforcement/fetch_sessions.py), ``refused`` (a form the gateway cannot
 compute is refused), ``scoped`` (only meaningful inside a resource already
-checked), ``licence`` (plan limits, gateway/enforcement/licence.py).
+checked), ``licence`` (plan limits, gateway/quotas/licence_apis.py).
 """
 
 from __future__ import annotations

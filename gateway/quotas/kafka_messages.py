@@ -16,6 +16,7 @@ from .kafka_entities import AlterEntry, ClientQuotaError, DescribedEntry, Entity
 from .kafka_entities import QuotaOp as Op
 
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+CLIENT_QUOTA_APIS = frozenset({DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS})
 
 
 def describe_filter(request: Any) -> tuple[list[FilterComponent], bool]:

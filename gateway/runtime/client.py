@@ -52,7 +52,7 @@ class ClientConnection(asyncio.Protocol):
             enforcer = Enforcer(gateway.policy, self.identity, brokers_decide=brokers_decide)
         auth = None
         if listener.config.authentication == "sasl" and gateway.sasl_server is not None:
-            from ..authentication import Authentication
+            from ..sasl.connection import Authentication
 
             auth = Authentication(
                 gateway.sasl_server,
@@ -66,8 +66,8 @@ class ClientConnection(asyncio.Protocol):
         self._observed_close = False
         throttle = admin = None
         if gateway.quotas is not None:
-            from ..enforcement.quota_admin import QuotaAdmin
-            from ..throttling import Throttle
+            from ..quotas.admin import QuotaAdmin
+            from ..quotas.throttle import Throttle
 
             throttle = Throttle(gateway.quotas, self.identity)
             topics = gateway.cluster_topics

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..accesslog import AccessLog, build_access_log
 from ..accesslog.records import default_instance
+from ..addresses.topology import Topology
 from ..config import GatewayConfig
 from ..identity import ClientIdentity
 from ..observability import GatewayMetrics, ObservabilityServer
 from ..observability import serve as serve_observability
 from ..tls.reloader import Reloadable
 from ..tls.upstream import upstream_context
-from ..topology import Topology
 from ..upstream.api_versions_cache import ApiVersionsCache
 from ..upstream.identity import UpstreamIdentity
 from ..upstream.provision import AdminUnavailable

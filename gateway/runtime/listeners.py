@@ -6,10 +6,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from ..addresses.sni import SniPublicMap
+from ..addresses.topology import PublicMap
 from ..config import ListenerConfig
 from ..tls.accept import TlsAcceptor
-from ..tls.sni import SniPublicMap
-from ..topology import PublicMap
 from .client import ClientConnection
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ feeds each mechanism the client's ``auth_bytes`` and sends back ``Step.challenge
 | ``kerberos_rules`` | ``principal_to_local_rules`` (Kafka syntax) | none |
 | ``limiter`` | ``FailureLimiter``: delays and lockouts after repeated failures | none |
 | ``server`` | ``SaslServer``: enabled mechanisms, revalidation | via the store |
+| ``connection`` | ``Authentication``: a connection's handshake, steps, lifetime (KIP-368) | none |
 | ``settings`` | the ``sasl`` configuration section | none |
 
 Credentials themselves live in ``gateway/credentials``.

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from ..credentials import CorruptRecord, StoreError
 
 if TYPE_CHECKING:
-    from ..authentication import Authentication
     from ..identity import ClientIdentity
+    from .connection import Authentication
     from .server import SaslServer
 
 log = logging.getLogger("kgw.sasl")

@@ -11,6 +11,7 @@ SNI routing, and the certificate authority behind ``kgw certs``.
 | ``reloader`` | current context, SIGHUP and file-change reloads | reads files |
 | ``accept`` | handshake on accepted connections, identity, SNI route | asyncio |
 | ``upstream`` | the context for broker connections | reads files |
-| ``sni`` | advertised broker names in SNI mode | none |
 | ``ca`` | the certificate authority (``kgw certs``) | writes files |
+
+The broker names advertised in SNI mode are in ``gateway/addresses/sni.py``.
 """

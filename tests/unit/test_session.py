@@ -17,10 +17,10 @@ from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32
 
+from gateway.addresses.topology import PublicMap
 from gateway.identity import ClientIdentity
 from gateway.protocol.codec import decode_response, encode_request, encode_response
 from gateway.session import Fault, Session
-from gateway.topology import PublicMap
 
 IDENTITY = ClientIdentity(listener="public", host="127.0.0.1", port=5000)
 METADATA = MetadataRequest(

@@ -15,7 +15,7 @@ from gateway.authz.model import Operation, ResourceType
 from gateway.enforcement import Enforcer
 from gateway.identity import ClientIdentity
 
-from .conftest import MakeAuthorizer
+from ..conftest import MakeAuthorizer
 
 ADMIN = ClientIdentity("l", "10.0.0.1", 1, "User:admin")
 ALICE = ClientIdentity("l", "10.0.0.2", 2, "User:alice")

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from gateway.addresses.topology import PublicMap
 from gateway.enforcement import Enforcer
 from gateway.enforcement.acl_admin import CLUSTER_DENIED_MESSAGE
 from gateway.identity import ClientIdentity
 from gateway.protocol import apis
 from gateway.protocol.codec import decode_response, encode_request
 from gateway.session import Session
-from gateway.topology import PublicMap
 
-from .conftest import MakeAuthorizer
+from ..conftest import MakeAuthorizer
 from .samples import sample_request
 
 BOB = ClientIdentity("public", "10.0.0.3", 3, "User:bob")

@@ -7,7 +7,7 @@ from gateway.enforcement import LOCAL_APIS, Enforcer
 from gateway.identity import ClientIdentity
 from gateway.protocol import apis
 
-from .conftest import MakeAuthorizer
+from ..conftest import MakeAuthorizer
 from .samples import sample_request
 
 WHO = ClientIdentity("l", "10.0.0.9", 4000, "User:mallory")

@@ -15,8 +15,8 @@ from gateway.identity import ClientIdentity
 from gateway.protocol import apis
 from gateway.protocol.codec import decode_response, encode_response
 
+from ..conftest import MakeAuthorizer
 from .build import error_codes
-from .conftest import MakeAuthorizer
 from .samples import sample_request
 
 AUTH_ERRORS = {29, 30, 31, 53}

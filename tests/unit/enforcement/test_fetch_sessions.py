@@ -16,6 +16,7 @@ from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
+from gateway.addresses.topology import PublicMap
 from gateway.enforcement import Enforcer
 from gateway.enforcement.fetch_sessions import FetchSessions, next_epoch
 from gateway.identity import ClientIdentity
@@ -28,9 +29,8 @@ from gateway.protocol.codec import (
 )
 from gateway.protocol.errors import error_response
 from gateway.session import Session
-from gateway.topology import PublicMap
 
-from .conftest import MakeAuthorizer
+from ..conftest import MakeAuthorizer
 
 RC = FetchResponse
 

@@ -15,18 +15,18 @@ from typing import Any, cast
 import pytest
 from kio.schema.index import api_key_map
 
-from gateway.authentication import SASL_APIS, Authentication
+from gateway.addresses.topology import PublicMap
 from gateway.authz.engine import Authorizer
 from gateway.config import AuthorizationConfig
 from gateway.enforcement import Enforcer, advertised
 from gateway.identity import ClientIdentity
 from gateway.protocol import apis
 from gateway.protocol.codec import decode_response, encode_request
+from gateway.sasl.connection import SASL_APIS, Authentication
 from gateway.session import Fault, Session
-from gateway.topology import PublicMap
 
+from ..conftest import POLICIES
 from .build import error_codes
-from .conftest import POLICIES
 from .samples import sample_request
 
 IDENTITY = ClientIdentity("public", "10.0.0.9", 4000, "User:mallory")

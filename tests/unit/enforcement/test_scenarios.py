@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kio.schema.index import api_key_map
 
+from gateway.addresses.topology import PublicMap, Topology
 from gateway.config import ListenerConfig
 from gateway.enforcement import Enforcer
 from gateway.identity import ClientIdentity
@@ -26,10 +27,9 @@ from gateway.protocol.codec import (
     parse_request_head,
 )
 from gateway.session import Fault, Session
-from gateway.topology import PublicMap, Topology
 
+from ..conftest import MakeAuthorizer
 from .build import error_codes, from_data
-from .conftest import MakeAuthorizer
 
 KEYS = {name: key for key, name in api_key_map.items()}
 SCENARIOS = [

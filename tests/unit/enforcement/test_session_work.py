@@ -10,7 +10,7 @@ import pytest
 from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
 
-from gateway.enforcement.quota_admin import QuotaAdmin
+from gateway.addresses.topology import PublicMap
 from gateway.protocol.codec import (
     decode_request,
     decode_response,
@@ -19,12 +19,11 @@ from gateway.protocol.codec import (
     parse_request_head,
 )
 from gateway.quotas import QuotaConfig, QuotaEngine
+from gateway.quotas.admin import QuotaAdmin
 from gateway.quotas.store import FileQuotaStore
 from gateway.session import Fault, Session
-from gateway.topology import PublicMap
 
-from ..test_session import IDENTITY, METADATA, metadata_response
-from .test_quota_admin import (
+from ..quotas.test_admin import (
     ADMIN,
     alter_request,
     broker_answer,
@@ -33,6 +32,7 @@ from .test_quota_admin import (
     engine_for,
     topics_source,
 )
+from ..test_session import IDENTITY, METADATA, metadata_response
 
 
 def correlation(frame: bytes, request: bool = False) -> int:

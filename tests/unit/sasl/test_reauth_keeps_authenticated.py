@@ -10,9 +10,9 @@ from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
-from gateway.authentication import Authentication
 from gateway.credentials import CredentialStore
 from gateway.identity import ClientIdentity
+from gateway.sasl.connection import Authentication
 
 from .conftest import sasl_server
 

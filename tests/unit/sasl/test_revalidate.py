@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from gateway.authentication import Authentication
 from gateway.credentials import CredentialStore, StoreError
 from gateway.identity import ClientIdentity
 from gateway.sasl import SaslServer
+from gateway.sasl.connection import Authentication
 from gateway.sasl.revalidate import Revalidation, session_key
 
 from .conftest import sasl_server

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from gateway.addresses.sni import SniPublicMap
+from gateway.addresses.topology import Topology, UnmappableBroker
 from gateway.config import ConfigError, parse_config
 from gateway.tls.settings import SniConfig
-from gateway.tls.sni import SniPublicMap
-from gateway.topology import Topology, UnmappableBroker
 
 TLS = {"cert_file": "s.pem", "key_file": "s.key"}
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from .identity import ClientIdentity
-from .protocol.apis import ApiSpec, decodable_versions
-from .protocol.errors import build_entity
+from ..identity import ClientIdentity
+from ..protocol.apis import ApiSpec, decodable_versions
+from ..protocol.errors import build_entity
 
 if TYPE_CHECKING:
-    from .sasl import ServerMechanism, Step
-    from .sasl.server import SaslServer
+    from .base import ServerMechanism, Step
+    from .server import SaslServer
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36

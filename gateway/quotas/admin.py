@@ -2,8 +2,8 @@
 
 ``QuotaAdmin.decide`` takes the authorization verdict (``PASS`` without
 authorization) and adds what quotas decide: Kafka's ClientQuotas APIs answered
-from the gateway's store (``client_quotas``), and plan licence limits on
-CreateTopics, CreatePartitions and retention changes (``licence``). No I/O: work
+from the gateway's store (``client_quotas_api``), and plan licence limits on
+CreateTopics, CreatePartitions and retention changes (``licence_apis``). No I/O: work
 that needs any comes back as a ``Deferred`` for the network layer to run.
 """
 
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..quotas.model import Plan, QuotaKind, Subject
-from . import client_quotas, licence
-from .client_quotas import CLIENT_QUOTA_APIS
-from .licence import LICENCE_APIS, Licence, Note, TopicSource
-from .toolkit import chain
-from .verdict import Verdict
+from ..enforcement.toolkit import chain
+from ..enforcement.verdict import Verdict
+from . import client_quotas_api, licence_apis
+from .kafka_messages import CLIENT_QUOTA_APIS, DESCRIBE_CLIENT_QUOTAS
+from .licence_apis import LICENCE_APIS, Licence, Note, TopicSource
+from .model import Plan, QuotaKind, Subject
 
 if TYPE_CHECKING:
     from ..identity import ClientIdentity
-    from ..quotas.engine import QuotaEngine
+    from .engine import QuotaEngine
 
 
 class QuotaAdmin:
@@ -45,14 +45,14 @@ class QuotaAdmin:
         if verdict.forward is None or verdict.close is not None:
             return verdict  # refused or answered already
         if key in CLIENT_QUOTA_APIS:
-            if key == client_quotas.DESCRIBE_CLIENT_QUOTAS:
-                return client_quotas.describe(request, rc, self.engine)
-            return client_quotas.alter(request, rc, self.engine, self.identity.principal)
+            if key == DESCRIBE_CLIENT_QUOTAS:
+                return client_quotas_api.describe(request, rc, self.engine)
+            return client_quotas_api.alter(request, rc, self.engine, self.identity.principal)
         context = self.licence()
         if context is None:
             return verdict
         base = verdict.forward if verdict.rewritten else request
-        return chain(verdict, licence.decide(key, base, rc, context, self.topics, self.note))
+        return chain(verdict, licence_apis.decide(key, base, rc, context, self.topics, self.note))
 
     def licence(self) -> Licence | None:
         """The connection's licence context; None without a tenant or a plan."""

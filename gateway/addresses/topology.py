@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .config import ListenerConfig
+from ..config import ListenerConfig
 
 log = logging.getLogger("kgw.topology")
 

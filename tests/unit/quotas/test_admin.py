@@ -37,13 +37,13 @@ from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterCon
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from gateway.enforcement import Enforcer
-from gateway.enforcement.quota_admin import QuotaAdmin
 from gateway.enforcement.verdict import PASS, Verdict
 from gateway.identity import ClientIdentity
 from gateway.quotas import QuotaConfig, QuotaEngine, QuotaKind, Subject, Target
+from gateway.quotas.admin import QuotaAdmin
 from gateway.quotas.store import FileQuotaStore, QuotaStore, StoreError
 
-from .conftest import MakeAuthorizer
+from ..conftest import MakeAuthorizer
 
 ADMIN = ClientIdentity("l", "10.0.0.1", 1, "User:admin", api_key_id="k-admin", tenant="acme")
 PLAN = {"max_topics": 3, "max_partitions_per_topic": 4, "max_total_partitions": 8,

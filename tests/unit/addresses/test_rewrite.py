@@ -13,9 +13,9 @@ from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinator
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32
 
+from gateway.addresses.rewrite import REWRITERS, needs_rewrite, rewrite
+from gateway.addresses.topology import PublicMap
 from gateway.protocol import apis
-from gateway.rewrite import REWRITERS, needs_rewrite, rewrite
-from gateway.topology import PublicMap
 
 # Responses holding a host that is not a broker address, reviewed one by one.
 NOT_BROKER_ADDRESSES = {

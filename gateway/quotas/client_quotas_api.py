@@ -3,7 +3,7 @@
 With quotas configured, DescribeClientQuotas (48) and AlterClientQuotas (49) never
 reach a broker: ``kafka-configs.sh --bootstrap-server <gateway> --entity-type users``
 reads and changes the gateway's quotas. Authorization stays with the units in
-``units`` (DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster); these functions only
+``enforcement.units`` (DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster); these functions only
 run for requests it allowed. Describe answers at once from the engine's settings;
 Alter is a ``Deferred``: the store write runs in a worker thread (the network layer
 awaits it), and a failing store gives every entry an error, never a stall.
@@ -14,22 +14,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..quotas.kafka_entities import UNKNOWN_SERVER_ERROR, ClientQuotaError
-from ..quotas.kafka_messages import (
+from ..enforcement.verdict import Deferred, Verdict
+from .kafka_entities import UNKNOWN_SERVER_ERROR, ClientQuotaError
+from .kafka_messages import (
     alter_entries,
     alter_response,
     describe_filter,
     describe_response,
 )
-from .verdict import Deferred, Verdict
 
 if TYPE_CHECKING:
-    from ..quotas.engine import QuotaEngine
-    from ..quotas.kafka_entities import Entity
+    from .engine import QuotaEngine
+    from .kafka_entities import Entity
 
 log = logging.getLogger("kgw.quotas")
-DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
-CLIENT_QUOTA_APIS = frozenset({DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS})
 
 
 def describe(request: Any, rc: type[Any], engine: QuotaEngine) -> Verdict:

@@ -3,7 +3,7 @@
 One function per address-bearing API. Each learns the private address it sees
 (so new brokers get a listener) and replaces it with the public one. A function
 returns the very same object when nothing needed rewriting, so the caller can
-forward the broker's bytes untouched. tests/unit/test_rewrite_coverage.py checks
+forward the broker's bytes untouched. tests/unit/addresses/test_rewrite.py checks
 against kio that no other advertised response carries a broker address.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from kio.static.primitive import i32
 from kio.static.protocol import Entity
 
-from .protocol import apis
+from ..protocol import apis
 from .topology import PublicMap
 
 Rewriter = Callable[[Any, PublicMap], Any]

@@ -8,8 +8,8 @@ server name the client sent (``TlsAcceptor.route``). No I/O.
 from __future__ import annotations
 
 from ..config import ListenerConfig
-from ..topology import PublicMap, Topology
-from .settings import SniConfig
+from ..tls.settings import SniConfig
+from .topology import PublicMap, Topology
 
 
 class SniPublicMap(PublicMap):

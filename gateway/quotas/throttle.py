@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .identity import ClientIdentity
-from .protocol import apis
+from ..identity import ClientIdentity
+from ..protocol import apis
+from .model import QuotaKind, Subject
 
 if TYPE_CHECKING:
-    from .quotas import QuotaEngine, Subject
+    from .engine import QuotaEngine
 
 
 class Throttle:
@@ -25,8 +26,6 @@ class Throttle:
         self._subject_key: tuple[str, str | None, str | None] | None = None
 
     def subject(self) -> Subject:
-        from .quotas import Subject
-
         identity = self.identity
         key = (identity.principal, identity.api_key_id, identity.tenant)
         if self._subject is None or key != self._subject_key:
@@ -38,14 +37,10 @@ class Throttle:
 
     def fetch_blocked_ms(self) -> float:
         """Throttle of a Fetch that is over its byte quota already (answer it empty)."""
-        from .quotas import QuotaKind
-
         return self.engine.throttle_for(self.subject(), QuotaKind.FETCH_BYTES)
 
     def on_request(self, api_key: int, size: int) -> float:
         """Charge a forwarded request; the throttle in ms (0: none)."""
-        from .quotas import QuotaKind
-
         subject = self.subject()
         ms = self.engine.charge(subject, QuotaKind.REQUESTS, 1)
         if api_key == apis.PRODUCE:
@@ -53,6 +48,4 @@ class Throttle:
         return ms
 
     def on_fetch_response(self, size: int) -> float:
-        from .quotas import QuotaKind
-
         return self.engine.charge(self.subject(), QuotaKind.FETCH_BYTES, size)

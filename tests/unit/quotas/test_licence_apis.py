@@ -32,10 +32,10 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
-from gateway.enforcement.licence import Licence, decide
 from gateway.enforcement.verdict import Verdict
 from gateway.kafkaconfig import InvalidConfig, parse_topic_value
 from gateway.quotas import PlanConfig
+from gateway.quotas.licence_apis import Licence, decide
 from gateway.quotas.model import Plan
 
 MAX_RETENTION = 86_400_000

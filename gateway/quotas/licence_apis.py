@@ -2,7 +2,7 @@
 
 CreateTopics (19), CreatePartitions (37) and retention.ms changes through
 AlterConfigs (33) / IncrementalAlterConfigs (44) on topics are checked against the
-tenant's plan (``quotas.licence``): entries beyond it are answered with
+tenant's plan (``licence``): entries beyond it are answered with
 POLICY_VIOLATION (or THROTTLING_QUOTA_EXCEEDED for the KIP-599 mutation rate) and
 a message; the rest of the request is forwarded. Counting topics and partitions
 needs the cluster's current topic list, so CreateTopics and CreatePartitions are
@@ -25,9 +25,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..enforcement.toolkit import split
+from ..enforcement.verdict import PASS, Deferred, Verdict
 from ..kafkaconfig import INVALID_CONFIG, InvalidConfig, TopicChanges, read_changes
 from ..kafkaconfig.topic import SET
-from ..quotas.licence import (
+from .licence import (
     ALLOWED,
     AlterRetention,
     CreatePartitions,
@@ -39,9 +41,7 @@ from ..quotas.licence import (
     tenant_prefix,
     tenant_usage,
 )
-from ..quotas.model import Plan
-from .toolkit import split
-from .verdict import PASS, Deferred, Verdict
+from .model import Plan
 
 log = logging.getLogger("kgw.quotas")
 CREATE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 33, 37, 44
