@@ -41,8 +41,8 @@ from bench import perf
 from bench.variants import ratios, summarize
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
-from gateway.kafka_client import fetch_brokers
 from gateway.tls.ca import CertificateAuthority, parse_san, parse_subject
+from gateway.upstream.client import BROKER_ERRORS, BrokerClient
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -164,12 +164,13 @@ class Bench:
                 self.pki.issued(self.pki.tenant, "client", "pem"),
                 self.pki.issued(self.pki.tenant, "client", "key"),
             )
-        port = int(gw.listener["bootstrap_port"])
+        address = ("127.0.0.1", int(gw.listener["bootstrap_port"]))
+        client = BrokerClient([address], tls=context, timeout_s=5.0)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                brokers = asyncio.run(fetch_brokers("127.0.0.1", port, 5.0, ssl=context))
-            except (OSError, TimeoutError, asyncio.IncompleteReadError):
+                brokers = asyncio.run(client.brokers(address))
+            except BROKER_ERRORS:
                 brokers = {}
             if len(brokers) >= self.a.nodes:
                 return

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .accesslog.settings import AccessLogConfig
 from .audit.settings import AuditConfig
+from .filters.settings import FilterConfig
 from .observability.settings import MetricsConfig
 from .quotas.settings import QuotaConfig
 from .sasl.settings import SaslConfig
@@ -181,6 +182,7 @@ class GatewayConfig(_Strict):
     metrics: MetricsConfig | None = None  # absent: no metrics endpoint
     sasl: SaslConfig | None = None  # absent: no SASL mechanisms (docs/sasl.md)
     audit: AuditConfig | None = None  # absent: admin changes are not audited (docs/audit.md)
+    filters: list[FilterConfig] = []  # operators' own filters, in order (docs/filters.md)
 
     @model_validator(mode="after")
     def _check_listeners(self) -> GatewayConfig:

@@ -1,28 +1,17 @@
-"""One client connection's protocol state, with no I/O (h11 style).
+"""One client connection's per-request protocol work, with no I/O.
 
-The network layer feeds whole frames in and writes out what comes back:
-
-* ``on_request(frame)`` returns the frame to send upstream, or ``None`` when the
-  gateway answered (or dropped) it itself;
-* ``on_response(frame)`` takes the next upstream response;
-* ``take_ready()`` returns the responses that may now go to the client, in
-  request order: a response the gateway makes itself waits behind the ones
-  still in flight upstream;
-* ``pending_step`` (a SASL step) or ``pending_work`` (local work such as a quota
-  store write) set after ``on_request``: the network layer runs it, hands the
-  result to ``complete_step`` / ``complete_work`` and feeds no further request
-  until then, so the answer still leaves in request order.
-
-Produce with acks=0 gets no slot, since the broker sends no response.
-Violations raise ``Fault``, which names whose fault it was.
+``core.Connection`` drives it: ``on_request(frame)`` returns the frame to forward (or
+``None`` when answered or held here), ``on_response(frame)`` takes the broker's next
+answer, and ``take_ready`` gives the answers due, in request order. A SASL step or
+local work it cannot finish itself waits in ``pending_step`` / ``pending_work`` until
+the core hands back its result (``complete_step`` / ``complete_work``). Along the way:
+operators' filters, authorization, fetch sessions, quotas, address rewriting and the
+access log's exchanges. Produce with acks=0 gets no slot. Violations raise ``Fault``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import logging
-import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +22,11 @@ from .accesslog.exchange import begin as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
 from .accesslog.records import Resources, decision_of, resources_of
 from .addresses.rewrite import needs_rewrite, rewrite
-from .addresses.topology import PublicMap, UnmappableBroker
+from .addresses.topology import ConnectionMap, PublicMap, UnmappableBroker
 from .enforcement.denials import DenialLog
 from .enforcement.fetch_sessions import FetchSessions, fetch_outcome
 from .enforcement.units import is_replica
+from .filters.chain import Rejected
 from .identity import ClientIdentity
 from .protocol import apis
 from .protocol.api_versions import (
@@ -45,7 +35,6 @@ from .protocol.api_versions import (
     rewrite_api_versions,
     unsupported_api_versions,
 )
-from .protocol.apis import ApiSpec
 from .protocol.codec import (
     ProtocolError,
     RequestHead,
@@ -53,23 +42,22 @@ from .protocol.codec import (
     decode_response,
     encode_body,
     encode_response,
+    frame_produce_acks,
     parse_request_head,
     peek_request,
-    produce_acks,
     response_body_offset,
     response_correlation_id,
 )
-from .protocol.errors import UNSUPPORTED_VERSION
 from .protocol.framing import frame
-from .protocol.refusal import refuse
-from .quotas.throttle import Throttle
+from .protocol.refusal import refuse_version
+from .quotas.throttle import Throttle, with_throttle_time
 from .sasl.connection import (
     SASL_APIS,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     Authentication,
     PendingStep,
-    sasl_specs,
+    with_sasl_apis,
 )
 from .slots import Fault, PendingWork, Side, Slot
 
@@ -78,6 +66,7 @@ __all__ = ["Fault", "Session", "Side"]  # Fault and Side live in slots.py
 if TYPE_CHECKING:
     from .enforcement import Enforcer
     from .enforcement.verdict import Verdict
+    from .filters.chain import BoundChain
     from .quotas.admin import QuotaAdmin
     from .sasl import Step
 
@@ -97,12 +86,15 @@ class Session:
         throttle: Throttle | None = None,
         admin: QuotaAdmin | None = None,
         bind_fetch_sessions: bool = False,
+        filters: BoundChain | None = None,
     ) -> None:
         self.throttle = throttle
         self.admin = admin  # quota APIs and licence limits (with quotas configured)
         self.pending_work: PendingWork | None = None
         self._mute_ms = 0.0  # how long the network layer should stop reading (KIP-219)
         self.mapping = mapping
+        self._addresses = ConnectionMap(mapping)  # notes brokers first seen here
+        self.filters = filters  # operators' filters (``filters.chain``)
         self.observe = observe
         self.finished: list[Exchange] = []  # exchanges whose response left (for the access log)
         self._exchange: Exchange | None = None  # the request being handled
@@ -112,14 +104,7 @@ class Session:
         self.pending_step: PendingStep | None = None
         self._step_slot: Slot | None = None
         base: Advertised = default_advertised if enforcer is None else enforcer.advertised
-        self._advertised: Advertised = base
-        if auth is not None:
-            specs = sasl_specs()
-
-            def with_sasl(key: int) -> ApiSpec | None:
-                return specs[key] if key in specs else base(key)
-
-            self._advertised = with_sasl
+        self._advertised: Advertised = base if auth is None else with_sasl_apis(base)
         # Fetch sessions are tracked wherever the gateway authorizes or answers a Fetch,
         # or is asked to keep them with their connection.
         tracked = enforcer is not None or throttle is not None or bind_fetch_sessions
@@ -164,6 +149,11 @@ class Session:
                 raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
             if self.auth.expired():
                 raise Fault("client", "SASL session lifetime ended without re-authentication")
+        if self.filters is not None and self.filters.wants(key):
+            filtered = self._filter(data, key, version, correlation_id)
+            if filtered is None:
+                return None
+            data = filtered
         if key == apis.FETCH and self.fetch_sessions is not None:
             return self._fetch(data, version, correlation_id)
         if self.enforcer is not None or (self.admin is not None and key in self.admin.api_keys):
@@ -173,6 +163,21 @@ class Session:
             return data
         self._expect(Slot(key, version, correlation_id, True, self._exchange), len(data))
         return data
+
+    def _filter(self, data: bytes, key: int, version: int, correlation_id: int) -> bytes | None:
+        """Operators' filters see the request first (authorization then judges what they
+        made); the frame to go on with, or ``None`` when a filter refused it."""
+        assert self.filters is not None
+        outcome = self.filters.request_frame(data, key, version, correlation_id)
+        if not isinstance(outcome, Rejected):
+            return outcome
+        if self._exchange is not None:
+            self._exchange.decision = "deny"
+            self._exchange.rule = f"filter:{outcome.name}"
+        if outcome.reply is None:  # nothing to answer with: close, as Kafka does
+            raise Fault("client", f"Produce with acks=0 was refused by filter {outcome.name}")
+        self._local(key, version, correlation_id, outcome.reply)
+        return None
 
     def _fetch(self, data: bytes, version: int, correlation_id: int) -> bytes | None:
         """A Fetch, through the connection's fetch sessions (``FetchSessions``): what it
@@ -199,9 +204,7 @@ class Session:
         if plan.forward is None:
             body: Any = plan.local
             if blocked > 0:  # over the fetch quota: no broker involved
-                body = dataclasses.replace(
-                    body, throttle_time=datetime.timedelta(milliseconds=blocked)
-                )
+                body = with_throttle_time(body, blocked)
                 if exchange is not None:
                     exchange.throttle_ms = int(blocked)
                 self._mute(blocked)
@@ -374,10 +377,8 @@ class Session:
         self._denials.log(self.enforcer.last_denials, self.identity, key, version)
 
     def _produce_acks(self, data: bytes) -> int:
-        payload = memoryview(data)[4:]
         try:
-            head = parse_request_head(payload)
-            return produce_acks(payload, head.body_offset, head.api_version)
+            return frame_produce_acks(data)
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
 
@@ -392,25 +393,17 @@ class Session:
         return data
 
     def _refuse_version(self, data: bytes, key: int, version: int, correlation_id: int) -> None:
-        """UNSUPPORTED_VERSION as a broker answers it: in the client's own version, at the
-        top level and on every entry the request named (``protocol.refusal``), where kio
-        knows the schema; else header v0 and a close. Before SASL completes anything but
-        the SASL APIs closes the connection, and so does a Produce with acks=0 (it has
-        no response to carry the error)."""
+        """UNSUPPORTED_VERSION as a broker answers it (``refusal.refuse_version``). Before
+        SASL completes anything but the SASL APIs closes the connection."""
         if self.auth is not None and not self.auth.authenticated and key not in SASL_APIS:
             raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
-        if version in apis.decodable_versions(key):
-            request = _decode(data)[2]
-            if key == apis.PRODUCE and int(request.acks) == 0:
-                raise Fault("client", f"Produce v{version} with acks=0 is not supported")
-            body = refuse(request, apis.response_schema(key, version), UNSUPPORTED_VERSION)
-            reply = encode_response(key, version, correlation_id, body)
-            self._local(key, version, correlation_id, reply)
-            return
-        # No schema to answer in: header v0 and the error code, then close.
-        reply = frame(struct.pack(">ih", correlation_id, int(UNSUPPORTED_VERSION)))
+        try:
+            reply, close = refuse_version(data, key, version, correlation_id)
+        except ProtocolError as exc:
+            raise Fault("client", str(exc)) from None
         self._local(key, version, correlation_id, reply)
-        self.close_after_flush = f"unsupported api key {key} version {version}"
+        if close:
+            self.close_after_flush = f"unsupported api key {key} version {version}"
 
     def _local(self, key: int, version: int, correlation_id: int, reply: bytes) -> None:
         slot = Slot(key, version, correlation_id, False, self._exchange)
@@ -446,12 +439,16 @@ class Session:
                 slot.throttle_ms = max(slot.throttle_ms, self.throttle.on_fetch_response(len(data)))
             rewriting = needs_rewrite(key, slot.api_version)
             throttled = slot.throttle_ms > 0
-            if not rewriting and slot.merge is None and not throttled:
+            filtered = self.filters is not None and self.filters.wants(key)
+            if not rewriting and slot.merge is None and not throttled and not filtered:
                 return data
             response: Entity = decode_response(payload, key, slot.api_version)
             rewritten = response if slot.merge is None else slot.merge(response)
+            if filtered:
+                assert self.filters is not None
+                rewritten = self.filters.response(key, slot.api_version, rewritten)
             if rewriting:
-                rewritten = rewrite(key, rewritten, self.mapping)
+                rewritten = rewrite(key, rewritten, self._addresses)
             if throttled:
                 rewritten = self._with_throttle(rewritten, slot)
         except ProtocolError as exc:
@@ -468,11 +465,7 @@ class Session:
         self._mute(slot.throttle_ms)
         if slot.exchange is not None:
             slot.exchange.throttle_ms = int(slot.throttle_ms)
-        current = getattr(response, "throttle_time", None)
-        if not isinstance(current, datetime.timedelta):
-            return response
-        wanted = datetime.timedelta(milliseconds=slot.throttle_ms)
-        return dataclasses.replace(response, throttle_time=max(current, wanted))
+        return with_throttle_time(response, slot.throttle_ms)
 
     def take_ready(self) -> list[bytes]:
         order = self._order
@@ -488,6 +481,11 @@ class Session:
     def take_finished(self) -> list[Exchange]:
         finished, self.finished = self.finished, []
         return finished
+
+    def take_discovered(self) -> list[int]:
+        """Brokers this connection's responses revealed first (they need listeners)."""
+        found, self._addresses.discovered = self._addresses.discovered, []
+        return found
 
 
 def _decode(data: bytes) -> tuple[memoryview, RequestHead, Any]:

@@ -8,13 +8,12 @@
 | ``counting`` | record counts and error codes from raw frames or decoded entities | none |
 | ``writer`` | ``AccessLog``: bounded queues, drop counting, backpressure, writer tasks | asyncio |
 | ``files`` | rotating JSON-lines files (the default sink), on a thread | writes files |
-| ``topic`` | producing records to a topic on the backend cluster | asyncio |
+| ``topic`` | producing records to a topic on the backend cluster (``BrokerClient``) | asyncio |
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .exchange import Exchange, begin, complete
 from .records import (
@@ -29,6 +28,9 @@ from .records import (
 from .settings import AccessLogConfig, AccessLogTopicConfig
 from .sink import Sink
 from .writer import AccessLog, SinkStats
+
+if TYPE_CHECKING:
+    from ..upstream.client import BrokerClient
 
 __all__ = [
     "AccessLog",
@@ -50,15 +52,12 @@ __all__ = [
 
 
 def build_access_log(
-    config: AccessLogConfig,
-    bootstrap: Callable[[], list[tuple[str, int]]] | None = None,
-    connect_kwargs: Callable[[], dict[str, Any]] | None = None,
+    config: AccessLogConfig, client: BrokerClient | None = None
 ) -> AccessLog | None:
     """The configured access log (None when disabled).
 
-    ``bootstrap`` lists broker addresses to ask for the topic's metadata and
-    ``connect_kwargs`` gives the keyword arguments of a broker connection (TLS);
-    both are needed only with ``topic``.
+    ``client`` is the gateway's broker client (upstream TLS and SASL login), needed
+    only with ``topic``.
     """
     if not config.enabled:
         return None
@@ -71,14 +70,13 @@ def build_access_log(
     if config.topic is not None:
         from .topic import TopicSink
 
-        if bootstrap is None:
-            raise ValueError("accesslog.topic needs the upstream bootstrap servers")
+        if client is None:
+            raise ValueError("accesslog.topic needs the gateway's broker client")
         topic = config.topic
         sinks.append(
             TopicSink(
                 topic.name,
-                bootstrap,
-                connect_kwargs or dict,
+                client,
                 acks=topic.acks,
                 timeout_s=topic.timeout_s,
                 batch_max_bytes=topic.batch_max_bytes,

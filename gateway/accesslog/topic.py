@@ -3,11 +3,13 @@
 Records are JSON values without keys, one v2 record batch (built by kio, CRC32C
 included) per Produce v9 request, each batch to the next partition in turn.
 The sink keeps one connection to that partition's leader, found with a Metadata
-request through the configured bootstrap servers, and uses the gateway's own
-upstream TLS settings. The topic must exist (the gateway never creates it).
+request through the configured bootstrap servers. Both go through the gateway's
+``BrokerClient`` (``gateway.upstream.client``): the upstream TLS settings and, with
+``upstream.sasl``, the gateway's own SASL login, like all its broker traffic. The
+topic must exist (the gateway never creates it).
 
-A failed request (network error, timeout, a partition error such as
-NOT_LEADER_OR_FOLLOWER) refreshes the metadata and is retried once; after that
+A failed request (network error, timeout, a refused login, a partition error
+such as NOT_LEADER_OR_FOLLOWER) refreshes the metadata and is retried once; after that
 the batch fails with ``SinkError`` and the writer counts it (or, in ``block``
 mode, retries it later).
 """
@@ -18,8 +20,6 @@ import asyncio
 import datetime
 import io
 import itertools
-import struct
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,16 +36,19 @@ from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, TZAwareMicros, i8, i16, i32, i32Timedelta, i64
 
-from ..kafka_client import CLIENT_ID, roundtrip
-from ..protocol.codec import ProtocolError, decode_response, encode_request
+from ..upstream.client import (
+    BROKER_ERRORS,
+    Address,
+    BrokerClient,
+    BrokerConnection,
+    BrokerUnavailable,
+    describe,
+)
 from .counting import first_error_code
 from .files import encode_line
 from .sink import Drops, SinkError
 
-Address = tuple[str, int]
 BATCH_OVERHEAD = 61 + 64  # batch header, and a margin for the request around it
-_SIZE = struct.Struct(">i")
-_NETWORK_ERRORS = (OSError, TimeoutError, asyncio.IncompleteReadError, ProtocolError)
 
 
 def encode_batch(lines: list[bytes], now: datetime.datetime | None = None) -> bytes:
@@ -96,22 +99,19 @@ class TopicSink:
     def __init__(
         self,
         topic: str,
-        bootstrap: Callable[[], list[Address]],
-        connect_kwargs: Callable[[], dict[str, Any]] = dict,
+        client: BrokerClient,
         acks: int = -1,
         timeout_s: float = 10.0,
         batch_max_bytes: int = 512 * 1024,
     ) -> None:
         self.topic = topic
-        self.bootstrap = bootstrap
-        self.connect_kwargs = connect_kwargs
+        self.client = client
         self.acks = acks
         self.timeout_s = timeout_s
         self.batch_max_bytes = batch_max_bytes
         self._leaders: dict[int, Address] = {}
         self._partitions = itertools.cycle([0])
-        self._streams: tuple[Address, asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        self._correlation = itertools.count(1)
+        self._connection: BrokerConnection | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgw-accesslog-topic")
 
     # -- the Sink protocol ------------------------------------------------------------
@@ -170,36 +170,26 @@ class TopicSink:
             ),
         )
         try:
-            payload = await asyncio.wait_for(self._exchange(leader, request), self.timeout_s)
-            response = decode_response(payload, 0, 9, ProduceResponse)
-        except _NETWORK_ERRORS as exc:
+            response = await asyncio.wait_for(self._send(leader, request), self.timeout_s)
+        except BROKER_ERRORS as exc:
             self._disconnect()
-            raise SinkError(
-                f"produce to {leader[0]}:{leader[1]} failed: {_describe(exc)}"
-            ) from None
+            raise SinkError(f"produce to {leader[0]}:{leader[1]} failed: {describe(exc)}") from None
         code = first_error_code(response)
         if code:
             raise SinkError(f"produce to {self.topic!r} partition {partition}: error code {code}")
 
-    async def _exchange(self, leader: Address, request: ProduceRequest) -> bytes:
-        if self._streams is None or self._streams[0] != leader:
-            self._disconnect()
-            reader, writer = await asyncio.open_connection(*leader, **self.connect_kwargs())
-            self._streams = (leader, reader, writer)
-        _, reader, writer = self._streams
-        correlation_id = next(self._correlation) & 0x7FFFFFFF
-        writer.write(encode_request(0, 9, correlation_id, CLIENT_ID, request))
-        await writer.drain()
-        (size,) = _SIZE.unpack(await reader.readexactly(4))
-        payload = await reader.readexactly(size)
-        if _SIZE.unpack_from(payload, 0)[0] != correlation_id:
-            raise ProtocolError("produce response for another request")
-        return payload
+    async def _send(self, leader: Address, request: ProduceRequest) -> ProduceResponse:
+        connection = self._connection
+        if connection is None or connection.address != leader:
+            self._disconnect()  # a new one: TLS and, with upstream.sasl, the gateway's login
+            connection = await self.client.connect(leader, timeout_s=self.timeout_s)
+            self._connection = connection
+        return await connection.request(request, ProduceResponse)
 
     def _disconnect(self) -> None:
-        if self._streams is not None:
-            self._streams[2].close()
-            self._streams = None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
     async def _refresh(self) -> None:
         request = MetadataRequest(
@@ -207,18 +197,12 @@ class TopicSink:
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )
-        last = "no bootstrap server"
-        for host, port in self.bootstrap():
-            try:
-                response = await roundtrip(
-                    host, port, request, MetadataResponse, self.timeout_s, **self.connect_kwargs()
-                )
-            except _NETWORK_ERRORS as exc:
-                last = f"{host}:{port}: {_describe(exc)}"
-                continue
-            self._learn(response)
-            return
-        raise SinkError(f"metadata for topic {self.topic!r} unavailable ({last})")
+        try:
+            response = await self.client.ask(request, MetadataResponse, self.timeout_s)
+        except BrokerUnavailable as exc:
+            reason = f"metadata for topic {self.topic!r} unavailable ({exc.reason})"
+            raise SinkError(reason) from None
+        self._learn(response)
 
     def _learn(self, response: MetadataResponse) -> None:
         brokers = {int(b.node_id): (b.host, int(b.port)) for b in response.brokers}
@@ -235,9 +219,3 @@ class TopicSink:
             raise SinkError(f"topic {self.topic!r} has no partition with a leader")
         self._leaders = leaders
         self._partitions = itertools.cycle(sorted(leaders))
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__

@@ -18,12 +18,12 @@ from kio.static.primitive import i32
 from kio.static.protocol import Entity
 
 from ..protocol import apis
-from .topology import PublicMap
+from .topology import AddressMap
 
-Rewriter = Callable[[Any, PublicMap], Any]
+Rewriter = Callable[[Any, AddressMap], Any]
 
 
-def _endpoint(entry: Any, id_field: str, mapping: PublicMap) -> Any:
+def _endpoint(entry: Any, id_field: str, mapping: AddressMap) -> Any:
     node_id = int(getattr(entry, id_field))
     if node_id < 0:
         return entry
@@ -32,27 +32,27 @@ def _endpoint(entry: Any, id_field: str, mapping: PublicMap) -> Any:
     return dataclasses.replace(entry, host=host, port=i32(port))
 
 
-def _endpoints(entries: tuple[Any, ...], id_field: str, mapping: PublicMap) -> tuple[Any, ...]:
+def _endpoints(entries: tuple[Any, ...], id_field: str, mapping: AddressMap) -> tuple[Any, ...]:
     return tuple(_endpoint(entry, id_field, mapping) for entry in entries)
 
 
-def _metadata(response: Any, mapping: PublicMap) -> Any:
+def _metadata(response: Any, mapping: AddressMap) -> Any:
     return dataclasses.replace(response, brokers=_endpoints(response.brokers, "node_id", mapping))
 
 
-def _describe_cluster(response: Any, mapping: PublicMap) -> Any:
+def _describe_cluster(response: Any, mapping: AddressMap) -> Any:
     brokers = _endpoints(response.brokers, "broker_id", mapping)
     return dataclasses.replace(response, brokers=brokers)
 
 
-def _find_coordinator(response: Any, mapping: PublicMap) -> Any:
+def _find_coordinator(response: Any, mapping: AddressMap) -> Any:
     if hasattr(response, "coordinators"):
         coordinators = _endpoints(response.coordinators, "node_id", mapping)
         return dataclasses.replace(response, coordinators=coordinators)
     return _endpoint(response, "node_id", mapping)
 
 
-def _node_endpoints(response: Any, mapping: PublicMap) -> Any:
+def _node_endpoints(response: Any, mapping: AddressMap) -> Any:
     if not response.node_endpoints:
         return response
     endpoints = _endpoints(response.node_endpoints, "node_id", mapping)
@@ -81,7 +81,7 @@ def needs_rewrite(api_key: int, api_version: int) -> bool:
     return any(f.name == "node_endpoints" for f in dataclasses.fields(schema))
 
 
-def rewrite(api_key: int, response: Entity, mapping: PublicMap) -> Entity:
+def rewrite(api_key: int, response: Entity, mapping: AddressMap) -> Entity:
     """The response with every broker address replaced by its public endpoint."""
     result: Entity = REWRITERS[api_key](response, mapping)
     return result

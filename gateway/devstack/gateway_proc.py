@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ..kafka_client import fetch_brokers
+from ..upstream.client import BROKER_ERRORS, BrokerClient
 
 DEV_MAX_NODE_ID = 16
 
@@ -144,7 +144,8 @@ class GatewayProcess:
 
     def wait_ready(self, expected_brokers: int, timeout: float) -> None:
         """Until metadata through the gateway lists the brokers on their public ports."""
-        host, port = self.listener["advertised_host"], int(self.listener["bootstrap_port"])
+        address = (self.listener["advertised_host"], int(self.listener["bootstrap_port"]))
+        client = BrokerClient([address], timeout_s=5.0)  # the gateway's plaintext listener
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while time.monotonic() < deadline:
@@ -153,8 +154,8 @@ class GatewayProcess:
                     f"gateway exited with {self.proc.returncode}:\n{self.log_tail()}"
                 )
             try:
-                brokers = asyncio.run(fetch_brokers(host, port, 5.0))
-            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                brokers = asyncio.run(client.brokers(address))
+            except BROKER_ERRORS as exc:
                 last = str(exc) or type(exc).__name__
             else:
                 ports_ok = all(p == self.public_port(n) for n, (_, p) in brokers.items())

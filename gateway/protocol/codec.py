@@ -184,3 +184,10 @@ def produce_acks(data: Data, head_offset: int, api_version: int) -> int:
     except (DecodeError, struct.error) as exc:
         raise ProtocolError(f"cannot read Produce acks: {exc}") from None
     return int(acks)
+
+
+def frame_produce_acks(frame: bytes) -> int:
+    """``produce_acks`` of a whole Produce frame (size prefix included)."""
+    payload = memoryview(frame)[4:]
+    head = parse_request_head(payload)
+    return produce_acks(payload, head.body_offset, head.api_version)

@@ -14,6 +14,7 @@ version kio knows.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..enforcement.mirror import list_item_type, mirror
+from .codec import ProtocolError
 from .errors import build_entity
 
 
@@ -204,3 +206,25 @@ def _refused(
 def _fields_of(entry: Any) -> dict[str, Any]:
     """An entry's fields by name (a kio entity is slotted: no ``__dict__``)."""
     return {f.name: getattr(entry, f.name) for f in dataclasses.fields(entry)}
+
+
+def refuse_version(data: bytes, key: int, version: int, correlation_id: int) -> tuple[bytes, bool]:
+    """The frame refusing request ``data`` with UNSUPPORTED_VERSION as a broker answers it,
+    and whether the connection must close after it.
+
+    In the client's own version, at the top level and on every entry the request named,
+    where kio knows the schema; else header v0 and the error code, then a close. A
+    Produce with acks=0 has no response to carry the error: ``ProtocolError``."""
+    from .apis import PRODUCE, decodable_versions, response_schema
+    from .codec import decode_request, encode_response, parse_request_head
+    from .errors import UNSUPPORTED_VERSION
+    from .framing import frame
+
+    if version in decodable_versions(key):
+        payload = memoryview(data)[4:]
+        request: Any = decode_request(parse_request_head(payload), payload)
+        if key == PRODUCE and int(request.acks) == 0:
+            raise ProtocolError(f"Produce v{version} with acks=0 is not supported")
+        body = refuse(request, response_schema(key, version), UNSUPPORTED_VERSION)
+        return encode_response(key, version, correlation_id, body), False
+    return frame(struct.pack(">ih", correlation_id, int(UNSUPPORTED_VERSION))), True

@@ -1,8 +1,8 @@
 """The cluster's topics and partition counts, read with the gateway's own identity.
 
 Licence checks count a tenant's topics and partitions from this view. It is read
-fresh (one Metadata request for all topics, through the gateway's control path:
-``kafka_client.roundtrip``, the same TLS and SASL as the metadata refresh) for
+fresh (one Metadata request for all topics, through the gateway's ``BrokerClient``:
+the same TLS and SASL login as the metadata refresh) for
 every CreateTopics / CreatePartitions that a plan limits, so a tenant's own
 earlier creations always count; see docs/quotas.md for what it cannot see
 (creations racing through another instance).
@@ -10,16 +10,13 @@ earlier creations always count; see docs/quotas.md for what it cannot see
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
 
-from ..kafka_client import roundtrip
+from ..upstream.client import BrokerClient, BrokerUnavailable
 
 log = logging.getLogger("kgw.quotas")
 RECENT_S = 30.0
@@ -32,14 +29,8 @@ class ClusterUnavailable(Exception):
 class ClusterTopics:
     """``await fetch()``: topic name -> partition count, as a broker sees it now."""
 
-    def __init__(
-        self,
-        candidates: Callable[[], list[tuple[str, int]]],
-        connect_kwargs: Callable[[], dict[str, Any]],
-        timeout_s: float,
-    ) -> None:
-        self._candidates = candidates
-        self._connect_kwargs = connect_kwargs
+    def __init__(self, client: BrokerClient, timeout_s: float | None = None) -> None:
+        self._client = client
         self._timeout_s = timeout_s
         self.topics: dict[str, int] = {}
         self.fetched_at: float | None = None  # time.monotonic() of the last good read
@@ -63,27 +54,16 @@ class ClusterTopics:
         request = MetadataRequest(
             topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
         )
-        reason = "no bootstrap server is configured"
-        for host, port in self._candidates():
-            try:
-                response = await roundtrip(
-                    host, port, request, MetadataResponse, self._timeout_s,
-                    **self._connect_kwargs(),
-                )  # fmt: skip
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # OSError, timeout, SASL refusal, a bad frame: next one
-                reason = f"{host}:{port}: {type(exc).__name__}"
-                continue
-            topics: dict[str, int] = {
-                str(t.name): len(t.partitions)
-                for t in response.topics
-                if t.name and not t.is_internal
-            }
-            self.topics, self.fetched_at = topics, time.monotonic()
-            return self._with_recent(dict(topics))
-        log.warning(
-            "cluster topic list unavailable",
-            extra={"event": "cluster_topics_failed", "reason": reason},
-        )
-        raise ClusterUnavailable(reason)
+        try:
+            response = await self._client.ask(request, MetadataResponse, self._timeout_s)
+        except BrokerUnavailable as exc:  # OSError, timeout, SASL refusal, a bad frame
+            log.warning(
+                "cluster topic list unavailable",
+                extra={"event": "cluster_topics_failed", "reason": exc.reason},
+            )
+            raise ClusterUnavailable(exc.brief) from None  # it reaches the tenant's client
+        topics: dict[str, int] = {
+            str(t.name): len(t.partitions) for t in response.topics if t.name and not t.is_internal
+        }
+        self.topics, self.fetched_at = topics, time.monotonic()
+        return self._with_recent(dict(topics))

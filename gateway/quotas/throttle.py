@@ -8,7 +8,9 @@ throttle, without going to a broker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import datetime
+from typing import TYPE_CHECKING, Any
 
 from ..identity import ClientIdentity
 from ..protocol import apis
@@ -49,3 +51,13 @@ class Throttle:
 
     def on_fetch_response(self, size: int) -> float:
         return self.engine.charge(self.subject(), QuotaKind.FETCH_BYTES, size)
+
+
+def with_throttle_time(response: Any, ms: float) -> Any:
+    """KIP-219: ``response`` telling the client it is throttled for ``ms`` (at least what
+    the broker said); unchanged when its version has no throttle time."""
+    current = getattr(response, "throttle_time", None)
+    if not isinstance(current, datetime.timedelta):
+        return response
+    wanted = datetime.timedelta(milliseconds=ms)
+    return dataclasses.replace(response, throttle_time=max(current, wanted))

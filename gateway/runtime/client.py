@@ -1,10 +1,11 @@
-"""A tenant's connection: asyncio callbacks, flow control and lifecycle.
+"""A tenant's connection: the asyncio side of ``core.Connection``.
 
-Each client connection gets one upstream connection to the broker its listener
-port stands for (correlation ids pass through unchanged); the protocol logic lives
-in ``session.Session``. Flow control is end to end: a full write buffer on one
-side pauses reading on the other, and too many responses owed to a client
-pause reading its requests.
+Each client connection gets one upstream connection to the broker its listener port
+stands for (correlation ids pass through unchanged). Everything the protocol decides
+(what to forward, what to answer and when, when to stop reading, when to close) comes
+from the core as commands; this module feeds it events and carries the commands out:
+writes, timers, the tasks that run a SASL step or local work, and end-to-end flow
+control (a full write buffer on one side pauses reading on the other).
 """
 
 from __future__ import annotations
@@ -15,20 +16,35 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core import Connection
+from ..core import commands as cmd
+from ..core.events import (
+    Closed,
+    Drain,
+    Event,
+    Opened,
+    RequestFrames,
+    StepDone,
+    TimerFired,
+    WorkDone,
+)
 from ..identity import ClientIdentity
 from ..observability import ConnectionObserver
 from ..protocol.framing import FrameError, FrameReader
-from ..session import Fault, Session, Side
-from .steps import run_step, run_work
+from ..session import Fault, Side
+from .reports import log_authentication, log_lockout
 from .upstream import DeferredUpstream, connect_upstream
 
 if TYPE_CHECKING:
+    from ..sasl.connection import PendingStep
+    from ..slots import PendingWork
     from .gateway import Gateway
     from .listeners import ListenerSet
     from .upstream import UpstreamConnection
 
 log = logging.getLogger("kgw.server")
 _ids = itertools.count(1)
+LOCAL_WORK_TIMEOUT_S = 15.0  # a store write or topic count the gateway does for a request
 
 
 class ClientConnection(asyncio.Protocol):
@@ -42,61 +58,21 @@ class ClientConnection(asyncio.Protocol):
         self.identity = ClientIdentity(
             listener=listener.config.name, host="", port=0, principal=listener.config.principal
         )
-        enforcer = None
-        if gateway.policy is not None:
-            from ..enforcement import Enforcer
-
-            # checks off (gateway.authorizer None): the brokers decide, except on the APIs
-            # the gateway answers from its own stores, which no broker ever sees
-            brokers_decide = gateway.authorizer is None
-            enforcer = Enforcer(gateway.policy, self.identity, brokers_decide=brokers_decide)
-        auth = None
-        if listener.config.authentication == "sasl" and gateway.sasl_server is not None:
-            from ..sasl.connection import Authentication
-
-            auth = Authentication(
-                gateway.sasl_server,
-                self.identity,
-                gateway.config.sasl.session_lifetime_s if gateway.config.sasl else 0,
-                keep_certificate_principal=listener.config.principal_from == "certificate",
-            )
         self.observer = ConnectionObserver(
             gateway.accesslog, gateway.metrics, gateway.instance, self.conn_id, self.identity
         )
         self._observed_close = False
-        throttle = admin = None
-        if gateway.quotas is not None:
-            from ..quotas.admin import QuotaAdmin
-            from ..quotas.throttle import Throttle
-
-            throttle = Throttle(gateway.quotas, self.identity)
-            topics = gateway.cluster_topics
-            assert topics is not None
-            admin = QuotaAdmin(gateway.quotas, self.identity, topics.fetch, topics.note)
-        self.session = Session(
-            listener.public,
-            self.identity,
-            enforcer,
-            auth,
-            observe=self.observer.active,
-            throttle=throttle,
-            admin=admin,
-            # tenants share broker ports: fetch sessions stay with their connection,
-            # also when only the brokers decide (authorization.gateway_checks: false)
-            bind_fetch_sessions=gateway.policy is not None,
-        )
-        self._mute_handle: asyncio.TimerHandle | None = None
-        self._counted_tenant: str | None = None
+        self.session = gateway.new_session(listener, self.identity, self.observer.active)
+        self.core = Connection(self.session, gateway.core_services)
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self.reader = FrameReader(gateway.config.limits.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.upstream: UpstreamConnection | None = None
         self.peer = "?"
         self.last_activity = time.monotonic()
         self.closed = False
-        self.draining = False
         self._paused: set[str] = set()
         self._backlog: list[bytes] = []
-        self._held: list[bytes] = []
 
     def _extra(self, event: str, **more: Any) -> dict[str, Any]:
         return {
@@ -119,12 +95,9 @@ class ClientConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self.gateway.config.limits.write_buffer_high_bytes)
         self.gateway.connections.add(self)
         self._observed(self.observer.opened())
-        quotas = self.gateway.quotas
-        if quotas is not None:
-            refused = quotas.connection_opened(self.identity.host)
-            if refused is not None:
-                self.close(f"connection limit: {refused}", "client")
-                return
+        self.feed(Opened(self.identity.host))
+        if self.closed:
+            return
         log.debug("client connected", extra=self._extra("client_open"))
         if self.gateway.stopping:
             self.close("gateway is shutting down", "gateway")
@@ -134,17 +107,13 @@ class ClientConnection(asyncio.Protocol):
         else:
             self.pause("connecting")
             self.gateway.spawn(f"connect-{self.conn_id}", connect_upstream(self))
-        sasl = self.gateway.config.sasl
-        if self.session.auth is not None and sasl is not None:
-            asyncio.get_running_loop().call_later(sasl.auth_timeout_s, self._auth_deadline)
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
         limits = self.gateway.config.limits
-        auth = self.session.auth
         # Until SASL succeeds a frame is capped low, decided from its size prefix alone;
         # once authenticated (KIP-368 re-authentication included) the full limit applies.
-        unauthenticated = auth is not None and not auth.authenticated
+        unauthenticated = self.core.authenticating
         self.reader.max_frame = (
             min(limits.max_unauthenticated_request_bytes, limits.max_request_bytes)
             if unauthenticated
@@ -161,40 +130,115 @@ class ClientConnection(asyncio.Protocol):
                 )
             self.fail(Fault("client", reason))
             return
-        session = self.session
-        if self._held or session.pending_step is not None or session.pending_work is not None:
-            self._held.extend(frames)  # a SASL step or local work is running: keep the order
-            return
-        self._process(frames)
+        if frames:
+            self.feed(RequestFrames(frames))
 
-    def _process(self, frames: list[bytes]) -> None:
-        forward = []
-        try:
-            for index, item in enumerate(frames):
-                out = self.session.on_request(item)
-                if out is not None:
-                    forward.append(out)
-                if self.session.pending_step is not None:
-                    self._held.extend(frames[index + 1 :])
-                    self.pause("authenticating")
-                    self.gateway.spawn(f"sasl-{self.conn_id}", run_step(self))
-                    break
-                if self.session.pending_work is not None:
-                    self._held.extend(frames[index + 1 :])
-                    self.pause("working")
-                    self.gateway.spawn(f"work-{self.conn_id}", run_work(self))
-                    break
-        except Fault as fault:
-            self.fail(fault)
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = "client disconnected" if exc is None else f"connection lost: {exc}"
+        self.feed(Closed(reason))
+        self.closed = True
+        self._observe_close(reason)
+        self._cancel_timers()
+        self.gateway.forget(self)
+        if self.upstream is not None:
+            self.upstream.close()
+        log.debug("client disconnected", extra=self._extra("client_close"))
+
+    def pause_writing(self) -> None:
+        if self.upstream is not None:
+            self.upstream.pause("client_slow")
+
+    def resume_writing(self) -> None:
+        if self.upstream is not None:
+            self.upstream.resume("client_slow")
+
+    # -- the core: events in, commands out --------------------------------------
+
+    def feed(self, event: Event) -> None:
+        """Hand the core one event and carry out what it says, in order."""
+        for command in self.core.handle(event):
+            self._carry_out(command)
+
+    def _carry_out(self, command: cmd.Command) -> None:
+        match command:
+            case cmd.Forward(frames):
+                if self.upstream is not None:
+                    self.upstream.send(frames)
+                else:  # still connecting (uvloop may deliver data despite pause_reading)
+                    self._backlog.extend(frames)
+            case cmd.Reply(frames):
+                if self.transport is not None and not self.closed:
+                    self.transport.writelines(frames)
+                    self.last_activity = time.monotonic()
+            case cmd.Record(exchanges):
+                for exchange in exchanges:
+                    self._observed(self.observer.exchange(exchange))
+            case cmd.Pause(reason):
+                self.pause(reason)
+            case cmd.Resume(reason):
+                self.resume(reason)
+            case cmd.StartTimer(name, seconds):
+                self._start_timer(name, seconds)
+            case cmd.RunStep(pending):
+                self.gateway.spawn(f"sasl-{self.conn_id}", self._run_step(pending))
+            case cmd.RunWork(work):
+                self.gateway.spawn(f"work-{self.conn_id}", self._run_work(work))
+            case cmd.LoginOutcome(mechanism, step):
+                log_authentication(self, mechanism, step)
+            case cmd.LockedOut(kind, name, seconds):
+                log_lockout(self, kind, name, seconds)
+            case cmd.OpenListener(node_id):
+                self.gateway.open_broker_listener(node_id)
+            case cmd.Close(reason, side, quiet):
+                self._shut(reason, side, quiet)
+
+    def _start_timer(self, name: str, seconds: float) -> None:
+        if self.closed:
             return
-        if forward:
-            if self.upstream is not None:
-                self.upstream.send(forward)
-            else:  # still connecting (uvloop may deliver data despite pause_reading)
-                self._backlog.extend(forward)
-        self.flush()
-        if self.session.inflight >= self.gateway.config.limits.max_inflight_requests:
-            self.pause("inflight")
+        previous = self._timers.pop(name, None)
+        if previous is not None:
+            previous.cancel()
+        loop = asyncio.get_running_loop()
+        self._timers[name] = loop.call_later(seconds, self._timer_fired, name)
+
+    def _timer_fired(self, name: str) -> None:
+        self._timers.pop(name, None)
+        self.feed(TimerFired(name))
+
+    def _cancel_timers(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+    async def _run_step(self, pending: PendingStep) -> None:
+        """One SASL step, off the event loop's callbacks (the one await of a login)."""
+        try:
+            step = await pending.mechanism.step(pending.auth_bytes)
+        except Exception as exc:  # a mechanism bug must not leave the client hanging
+            log.error("SASL mechanism failed", exc_info=exc, extra=self._extra("sasl_error"))
+            self.feed(StepDone(None, exc))
+            return
+        self.feed(StepDone(step))
+
+    async def _run_work(self, work: PendingWork) -> None:
+        """Local work for a request (a quota store write, a topic count)."""
+        outcome: object
+        try:
+            outcome = await asyncio.wait_for(work.run(), LOCAL_WORK_TIMEOUT_S)
+        except Exception as exc:  # the unit answers it (an error per entry), never a stall
+            reason = f"{work.name}: {type(exc).__name__}"
+            log.warning(
+                "local work failed: %s",
+                type(exc).__name__,
+                extra=self._extra("local_work_failed", reason=reason),
+            )
+            outcome = exc
+        self.feed(WorkDone(outcome))
+
+    # -- flow control and lifecycle ---------------------------------------------
 
     def _observed(self, accepted: bool) -> None:
         """The access log wants this connection to wait (``on_full: block``)."""
@@ -221,35 +265,6 @@ class ClientConnection(asyncio.Protocol):
         if not self._observed_close:
             self._observed_close = True
             self.observer.closed(reason)
-            if self.gateway.quotas is not None and self.identity.host:
-                self.gateway.quotas.connection_closed(self.identity.host, self._counted_tenant)
-
-    def _auth_deadline(self) -> None:
-        auth = self.session.auth
-        if auth is not None and not auth.authenticated and not self.closed:
-            timeout = self.gateway.config.sasl.auth_timeout_s if self.gateway.config.sasl else 0
-            self.close(f"SASL authentication did not finish within {timeout:g}s", "client")
-
-    def eof_received(self) -> bool | None:
-        return None  # close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._observe_close("client disconnected" if exc is None else f"connection lost: {exc}")
-        self.gateway.forget(self)
-        if self.upstream is not None:
-            self.upstream.close()
-        log.debug("client disconnected", extra=self._extra("client_close"))
-
-    def pause_writing(self) -> None:
-        if self.upstream is not None:
-            self.upstream.pause("client_slow")
-
-    def resume_writing(self) -> None:
-        if self.upstream is not None:
-            self.upstream.resume("client_slow")
-
-    # -- flow control and lifecycle ---------------------------------------------
 
     def pause(self, reason: str) -> None:
         self._paused.add(reason)
@@ -263,51 +278,23 @@ class ClientConnection(asyncio.Protocol):
         if not self._paused and self.transport is not None and not self.closed:
             self.transport.resume_reading()
 
-    def _apply_mute(self) -> None:
-        """KIP-219: after a throttled response, stop reading the client for the throttle."""
-        ms = self.session.take_mute()
-        if ms <= 0 or self.closed:
-            return
-        self.pause("throttle")
-        if self._mute_handle is not None:
-            self._mute_handle.cancel()
-        loop = asyncio.get_running_loop()
-        self._mute_handle = loop.call_later(ms / 1000, self.resume, "throttle")
-
-    def flush(self) -> None:
-        """Write every response that is due, in order; finish a close or drain."""
-        ready = self.session.take_ready()
-        if ready and self.transport is not None and not self.closed:
-            self.transport.writelines(ready)
-            self.last_activity = time.monotonic()
-        if self.session.finished:
-            for exchange in self.session.take_finished():
-                self._observed(self.observer.exchange(exchange))
-        if self.session.throttle is not None:
-            self._apply_mute()
-        if "inflight" in self._paused and (
-            self.session.inflight < self.gateway.config.limits.max_inflight_requests
-        ):
-            self.resume("inflight")
-        if self.session.inflight == 0:
-            if self.session.close_after_flush is not None:
-                self.close(self.session.close_after_flush, "client")
-            elif self.draining:
-                self.close("drained", "gateway", quiet=True)
-
     def begin_drain(self) -> None:
-        self.draining = True
-        self.pause("drain")
-        self.flush()
+        self.feed(Drain())
 
     def fail(self, fault: Fault) -> None:
         self.close(fault.reason, fault.side)
 
     def close(self, reason: str, side: Side, quiet: bool = False) -> None:
+        """Close from the network layer's side (a broker gone, a revoked login, idle)."""
+        self.feed(Closed(reason))
+        self._shut(reason, side, quiet)
+
+    def _shut(self, reason: str, side: Side, quiet: bool = False) -> None:
         if self.closed:
             return
         self.closed = True
         self._observe_close(reason)
+        self._cancel_timers()
         if not quiet:
             level = logging.INFO if side == "gateway" else logging.WARNING
             log.log(

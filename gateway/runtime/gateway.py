@@ -16,17 +16,21 @@ from ..accesslog import AccessLog, build_access_log
 from ..accesslog.records import default_instance
 from ..addresses.topology import Topology
 from ..config import GatewayConfig
+from ..core import CoreServices
+from ..filters.loader import build_chain
 from ..identity import ClientIdentity
 from ..observability import GatewayMetrics, ObservabilityServer
 from ..observability import serve as serve_observability
+from ..sasl.gate import LoginGate
 from ..tls.reloader import Reloadable
 from ..tls.upstream import upstream_context
 from ..upstream.api_versions_cache import ApiVersionsCache
+from ..upstream.client import BrokerClient, BrokerUnavailable
 from ..upstream.identity import UpstreamIdentity
 from ..upstream.provision import AdminUnavailable
-from ..upstream.scram_client import UpstreamAuthError
 from .listeners import ListenerSet
 from .loops import idle_loop, refresh_loop, revalidate_loop
+from .sessions import new_session
 from .upstream import UpstreamLogin, UpstreamRefused
 
 if TYPE_CHECKING:
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from ..quotas import QuotaEngine
     from ..quotas.cluster_view import ClusterTopics
     from ..sasl import FailureLimiter, SaslServer
+    from ..session import Session
     from ..tenants import TenantWatch
     from .client import ClientConnection
 
@@ -45,6 +50,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
+        self._init_broker_client(config)
         self.topology = Topology(on_new_broker=self._on_new_broker)
         self.sasl_server: SaslServer | None = None
         self.auth_limiter: FailureLimiter | None = None
@@ -58,11 +64,7 @@ class Gateway:
         self.metrics_server: ObservabilityServer | None = None
         self.instance = default_instance()
         if config.accesslog is not None:
-            self.accesslog = build_access_log(
-                config.accesslog,
-                bootstrap=lambda: self.upstream_candidates(None),
-                connect_kwargs=self.upstream_tls,
-            )
+            self.accesslog = build_access_log(config.accesslog, self.broker_client)
             self.instance = config.accesslog.instance or self.instance
         if config.metrics is not None and config.metrics.enabled:
             self.metrics = GatewayMetrics(max_tenants=config.metrics.max_tenants)
@@ -96,6 +98,13 @@ class Gateway:
             quotas=self.quotas.store if self.quotas is not None else None,
             credentials=self.sasl_server.store if self.sasl_server is not None else None,
         )
+        self.filters = build_chain(config.filters)  # operators' filters (docs/filters.md)
+        self.core_services = CoreServices(
+            max_inflight=config.limits.max_inflight_requests,
+            auth_timeout_s=config.sasl.auth_timeout_s if config.sasl is not None else 0.0,
+            gate=LoginGate(self.auth_limiter, self.tenants),
+            quotas=self.quotas,
+        )
         self.listeners = [ListenerSet(self, lst) for lst in config.listeners]
         self.connections: set[ClientConnection] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -103,21 +112,24 @@ class Gateway:
         self.cluster_reachable = False
         self._stop = asyncio.Event()
         self._drained = asyncio.Event()
-        self._rotation = 0
-        tls = config.upstream.tls
-        self.upstream_tls_material = upstream_context(tls) if tls is not None else None
-        sasl = config.upstream.sasl  # UpstreamCredentialError: no usable password file
-        self.upstream_identity = UpstreamIdentity.load(sasl) if sasl is not None else None
         self.api_versions = ApiVersionsCache(
             self._fetch_api_versions, config.upstream.metadata_refresh_s
         )
         self._init_tenant_identities(config)
-        if sasl is not None and config.accesslog is not None and config.accesslog.topic:
-            log.warning(  # TopicSink opens its own broker connections without a SASL login
-                "accesslog.topic cannot authenticate to the brokers (upstream.sasl): "
-                "its records will not reach the topic",
-                extra={"event": "accesslog_topic_no_sasl"},
-            )
+
+    def _init_broker_client(self, config: GatewayConfig) -> None:
+        """The gateway's own upstream TLS and SASL identity, and the one client that uses
+        them for all its broker traffic (decision 0027)."""
+        tls = config.upstream.tls
+        self.upstream_tls_material = upstream_context(tls) if tls is not None else None
+        sasl = config.upstream.sasl  # UpstreamCredentialError: no usable password file
+        self.upstream_identity = UpstreamIdentity.load(sasl) if sasl is not None else None
+        self.broker_client = BrokerClient(
+            config.upstream.bootstrap_addresses(),
+            tls=self.upstream_tls_material,
+            identity=self.upstream_identity,
+            timeout_s=config.upstream.connect_timeout_s,
+        )
 
     def _init_tenant_identities(self, config: GatewayConfig) -> None:
         """``upstream.tenant_identities``: per-tenant broker logins and broker ACLs."""
@@ -164,53 +176,26 @@ class Gateway:
 
     async def admin_call(self, request: Any, response_type: type[Any]) -> Any:
         """One admin request as the gateway's own identity, to the first broker that answers."""
-        from ..kafka_client import roundtrip
-        from ..protocol.codec import ProtocolError
-
-        last = "no bootstrap server"
-        login = self.upstream_identity.login if self.upstream_identity is not None else None
-        timeout = self.config.upstream.connect_timeout_s
-        for host, port in self.upstream_candidates(None):
-            try:
-                return await roundtrip(
-                    host, port, request, response_type, timeout, **self.upstream_tls(), login=login
-                )
-            except (
-                OSError, TimeoutError, asyncio.IncompleteReadError, ValueError,
-                UpstreamAuthError, ProtocolError,
-            ) as exc:  # fmt: skip
-                last = f"{host}:{port}: {str(exc) or type(exc).__name__}"
-        raise AdminUnavailable(f"no broker answered {type(request).__name__} ({last})")
+        try:
+            return await self.broker_client.ask(request, response_type)
+        except BrokerUnavailable as exc:
+            raise AdminUnavailable(
+                f"no broker answered {type(request).__name__} ({exc.reason})"
+            ) from None
 
     async def _fetch_api_versions(self, request: bytes) -> bytes:
         """The cluster's answer to a client's ApiVersions frame (``ApiVersionsCache``)."""
-        from ..kafka_client import raw_roundtrip
-
-        last: Exception | None = None
-        for host, port in self.upstream_candidates(None):
-            try:
-                timeout = self.config.upstream.connect_timeout_s
-                return await raw_roundtrip(host, port, request, timeout, **self.upstream_tls())
-            except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
-                last = exc
-        raise OSError(f"no broker answered ApiVersions: {last}")
+        try:
+            return await self.broker_client.ask_raw(request)
+        except BrokerUnavailable as exc:
+            raise OSError(f"no broker answered ApiVersions: {exc.reason}") from None
 
     def _watch_quotas(self, quotas: QuotaEngine) -> None:
         """The cluster's topic list for licence checks; quota figures on /metrics."""
         from ..quotas.cluster_view import ClusterTopics
         from ..quotas.prometheus import QuotaCollector
 
-        def connect() -> dict[str, Any]:
-            identity = getattr(self, "upstream_identity", None)
-            login = identity.login if identity is not None else None
-            return {**self.upstream_tls(), "login": login}
-
-        timeout = self.config.upstream.connect_timeout_s
-
-        def candidates() -> list[tuple[str, int]]:
-            return self.upstream_candidates(None)
-
-        self.cluster_topics = ClusterTopics(candidates, connect, timeout)
+        self.cluster_topics = ClusterTopics(self.broker_client)
         if self.metrics is not None:
             self.metrics.registry.register(QuotaCollector(quotas.metrics))
 
@@ -222,12 +207,7 @@ class Gateway:
 
     def upstream_tls(self) -> dict[str, Any]:
         """Keyword arguments for a new broker connection (TLS with the current context)."""
-        if self.upstream_tls_material is None:
-            return {}
-        return {
-            "ssl": self.upstream_tls_material.context,
-            "ssl_handshake_timeout": self.config.upstream.connect_timeout_s,
-        }
+        return self.broker_client.connect_kwargs()
 
     def reload(self) -> None:
         """SIGHUP: reload TLS material (new connections only; bad material is refused)."""
@@ -260,6 +240,15 @@ class Gateway:
             if conn.identity.tenant in blocked:
                 conn.close(f"tenant {conn.identity.tenant} is suspended or deleted", "gateway")
 
+    def new_session(
+        self, listener: ListenerSet, identity: ClientIdentity, observe: bool
+    ) -> Session:
+        return new_session(self, listener, identity, observe)
+
+    def open_broker_listener(self, node_id: int) -> None:
+        """A broker is known now: every listener gives it its public port."""
+        self._on_new_broker(node_id)
+
     def _on_new_broker(self, node_id: int) -> None:
         for listener in self.listeners:
             listener.ensure_broker(node_id)
@@ -268,9 +257,7 @@ class Gateway:
         if node_id is not None:
             address = self.topology.address(node_id)
             return [address] if address is not None else []
-        servers = self.config.upstream.bootstrap_addresses()
-        self._rotation = (self._rotation + 1) % len(servers)
-        return servers[self._rotation :] + servers[: self._rotation]
+        return self.broker_client.bootstrap()
 
     async def start(self) -> None:
         for listener in self.listeners:

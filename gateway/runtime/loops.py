@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..sasl.revalidate import Revalidation, SessionKey, session_key
-from ..upstream.scram_client import UpstreamAuthError
+from ..upstream.client import BROKER_ERRORS
 
 if TYPE_CHECKING:
     from .client import ClientConnection
@@ -22,26 +22,12 @@ log = logging.getLogger("kgw.server")
 
 
 async def refresh_loop(gateway: Gateway) -> None:
-    from ..kafka_client import fetch_brokers
-
     upstream = gateway.config.upstream
     while not gateway.stopping:
         for host, port in gateway.upstream_candidates(None):
             try:
-                brokers = await fetch_brokers(
-                    host,
-                    port,
-                    upstream.connect_timeout_s,
-                    **gateway.upstream_tls(),
-                    login=gateway.upstream_identity.login if gateway.upstream_identity else None,
-                )
-            except (
-                OSError,
-                TimeoutError,
-                asyncio.IncompleteReadError,
-                ValueError,
-                UpstreamAuthError,
-            ) as exc:
+                brokers = await gateway.broker_client.brokers((host, port))
+            except BROKER_ERRORS as exc:
                 log.warning(
                     "metadata refresh failed",
                     extra={

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Literal, cast
 
+from ..core.events import ResponseFrames
 from ..protocol.apis import API_VERSIONS
 from ..protocol.codec import peek_request
 from ..protocol.framing import FrameError, FrameReader
@@ -91,15 +92,12 @@ class UpstreamConnection(asyncio.Protocol):
             return
         client = self.client
         try:
-            for item in self.reader.feed(data):
-                client.session.on_response(item)
+            frames = self.reader.feed(data)
         except FrameError as exc:
             client.fail(Fault("upstream", str(exc)))
             return
-        except Fault as fault:
-            client.fail(fault)
-            return
-        client.flush()
+        if frames:
+            client.feed(ResponseFrames(frames))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

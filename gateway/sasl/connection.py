@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,16 @@ def sasl_specs() -> dict[int, ApiSpec]:
             SASL_AUTHENTICATE, "sasl_authenticate", min(authenticate), max(authenticate)
         ),
     }
+
+
+def with_sasl_apis(base: Callable[[int], ApiSpec | None]) -> Callable[[int], ApiSpec | None]:
+    """What a SASL listener advertises: ``base`` plus the SASL APIs (``sasl_specs``)."""
+    specs = sasl_specs()
+
+    def advertised(key: int) -> ApiSpec | None:
+        return specs[key] if key in specs else base(key)
+
+    return advertised
 
 
 @dataclass(slots=True)

@@ -1,8 +1,8 @@
 """The tenant's data in the cluster: list and delete its topics (``--delete-data``).
 
-Talks to the private cluster with the gateway's own control client
-(``kafka_client.roundtrip``, kio messages), through the first upstream bootstrap
-server that answers, over TLS when ``upstream.tls`` is configured.
+Talks to the private cluster with the gateway's own ``BrokerClient`` (kio messages),
+through the first upstream bootstrap server that answers, over TLS when
+``upstream.tls`` is configured and logged in as ``upstream.sasl`` when it is.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from kio.static.primitive import i32Timedelta
 from kio.static.protocol import Entity
 
 from ..config import GatewayConfig
-from ..kafka_client import roundtrip
+from ..tls.material import MaterialError
+from ..upstream.client import BrokerClient, BrokerUnavailable
+from ..upstream.identity import UpstreamCredentialError
 from .model import TenantError
 
 TIMEOUT_S = 30.0
@@ -27,22 +29,14 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 async def _ask(config: GatewayConfig, request: Entity, response_type: type[Any]) -> Any:
-    upstream = config.upstream
-    tls: dict[str, Any] = {}
-    if upstream.tls is not None:
-        from ..tls.upstream import upstream_context
-
-        tls = {
-            "ssl": upstream_context(upstream.tls).context,
-            "ssl_handshake_timeout": upstream.connect_timeout_s,
-        }
-    last = "no bootstrap server"
-    for host, port in upstream.bootstrap_addresses():
-        try:
-            return await roundtrip(host, port, request, response_type, TIMEOUT_S, **tls)
-        except (OSError, TimeoutError, ValueError) as exc:
-            last = f"{host}:{port}: {type(exc).__name__}"
-    raise TenantError(f"the cluster cannot be reached ({last})")
+    try:
+        client = BrokerClient.from_config(config.upstream, timeout_s=TIMEOUT_S)
+    except (MaterialError, UpstreamCredentialError) as exc:  # they name the file, not the secret
+        raise TenantError(f"the cluster cannot be reached: {exc}") from None
+    try:
+        return await client.ask(request, response_type)
+    except BrokerUnavailable as exc:
+        raise TenantError(f"the cluster cannot be reached ({exc.brief})") from None
 
 
 async def tenant_topics(config: GatewayConfig, prefix: str) -> list[str]:

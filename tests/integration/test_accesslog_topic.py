@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from gateway.accesslog.topic import TopicSink
 from gateway.accesslog.writer import AccessLog
 from gateway.devstack.kafka_cluster import KafkaCluster
+from gateway.upstream.client import BrokerClient
 
 from .rawkafka import known_everywhere
 
@@ -46,7 +47,7 @@ async def test_records_reach_the_topic(kafka_cluster: KafkaCluster) -> None:
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
     brokers = list(kafka_cluster.brokers.values())
     await known_everywhere(brokers, topic)
-    sink = TopicSink(topic, lambda: brokers, batch_max_bytes=4096)
+    sink = TopicSink(topic, BrokerClient(brokers), batch_max_bytes=4096)
     access = AccessLog([sink], queue_size=10_000, report_interval_s=3600)
     writer = asyncio.create_task(access.run())
     sent = [{"v": 1, "type": "request", "n": i, "pad": "x" * 50} for i in range(500)]
@@ -63,7 +64,7 @@ async def test_records_reach_the_topic(kafka_cluster: KafkaCluster) -> None:
 
 async def test_a_missing_topic_is_counted(kafka_cluster: KafkaCluster) -> None:
     brokers = list(kafka_cluster.brokers.values())
-    sink = TopicSink(f"kgw.absent.{uuid.uuid4().hex[:8]}", lambda: brokers, timeout_s=5)
+    sink = TopicSink(f"kgw.absent.{uuid.uuid4().hex[:8]}", BrokerClient(brokers), timeout_s=5)
     access = AccessLog([sink], queue_size=100, report_interval_s=3600)
     writer = asyncio.create_task(access.run())
     for i in range(10):

@@ -42,8 +42,8 @@ from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
-from gateway.kafka_client import roundtrip
 from gateway.protocol.codec import decode_response, encode_request
+from gateway.upstream.client import BrokerClient
 from gateway.upstream.identity import UpstreamIdentity
 from gateway.upstream.provision import TenantIdentities
 from gateway.upstream.scram_client import UpstreamAuthError
@@ -298,8 +298,11 @@ def test_rotation_keeps_live_connections_and_moves_new_logins(
         mechanism="SCRAM-SHA-512", username=GATEWAY_USER, password_file=work / "upstream.pass",
     ))  # fmt: skip
 
+    broker = BrokerClient([(host, port)], timeout_s=10)
+
     async def admin(request: Any, response_type: type[Any]) -> Any:
-        return await roundtrip(host, port, request, response_type, 10, login=gateway_login.login)
+        as_gateway = broker.with_identity(gateway_login)
+        return await as_gateway.roundtrip((host, port), request, response_type)
 
     now = [time.time()]
     ids = TenantIdentities(TenantSecret.load(settings), admin, 5, lambda: now[0])
@@ -326,9 +329,9 @@ def test_rotation_keeps_live_connections_and_moves_new_logins(
             assert answer.brokers  # the live connection still works
         finally:
             writer.close()
-        await roundtrip(host, port, metadata, MetadataResponse, 10, login=new.login)
+        await broker.with_identity(new).roundtrip((host, port), metadata, MetadataResponse)
         with pytest.raises(UpstreamAuthError):
-            await roundtrip(host, port, metadata, MetadataResponse, 10, login=old.login)
+            await broker.with_identity(old).roundtrip((host, port), metadata, MetadataResponse)
 
     asyncio.run(run())
 

@@ -20,8 +20,8 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
-from gateway.kafka_client import fetch_brokers
 from gateway.tls.ca import CertificateAuthority, parse_san, parse_subject
+from gateway.upstream.client import BrokerClient
 
 from ..conftest import gateway_log_events
 from .rawkafka import RawConnection
@@ -127,9 +127,9 @@ def _secret_free(gateway: GatewayProcess, *secrets_: str) -> None:
 
 
 def test_the_cluster_refuses_connections_without_sasl(sasl_cluster: KafkaCluster) -> None:
-    host, port = sasl_cluster.brokers[1]
+    broker = sasl_cluster.brokers[1]
     with pytest.raises((asyncio.IncompleteReadError, OSError, ValueError)):
-        asyncio.run(fetch_brokers(host, port, 10.0))
+        asyncio.run(BrokerClient([broker], timeout_s=10.0).brokers(broker))
 
 
 def test_scram_sha_512_upstream(

@@ -67,7 +67,7 @@ def test_analyze_does_not_import_the_gateway() -> None:
     probe = (
         "import sys; from gateway.cli import build_parser, groups_for; "
         "build_parser(groups_for(['analyze', '--logs', 'x'])); "
-        "print(sorted(m for m in ('gateway.config', 'gateway.server', 'kio') if m in sys.modules))"
+        "print(sorted(m for m in ('gateway.config', 'gateway.runtime', 'kio') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

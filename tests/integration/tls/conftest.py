@@ -24,8 +24,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from gateway.devstack.gateway_proc import GatewayProcess, pick_ports
-from gateway.kafka_client import fetch_brokers
 from gateway.tls.ca import CertificateAuthority, parse_subject, utcnow
+from gateway.upstream.client import BROKER_ERRORS, BrokerClient
 
 from ...conftest import GatewayFactory, gateway_log_events
 
@@ -160,15 +160,16 @@ def wait_tls_ready(
     gateway: GatewayProcess, context: ssl.SSLContext, brokers: int, timeout: float = 60
 ) -> None:
     """Until metadata fetched over TLS through the gateway lists ``brokers`` brokers."""
-    host, port = "127.0.0.1", int(gateway.listener["bootstrap_port"])
+    address = ("127.0.0.1", int(gateway.listener["bootstrap_port"]))
+    client = BrokerClient([address], tls=context, timeout_s=5.0)
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
         if gateway.proc is not None and gateway.proc.poll() is not None:
             raise RuntimeError(f"gateway exited:\n{gateway.log_tail()}")
         try:
-            seen = asyncio.run(fetch_brokers(host, port, 5.0, ssl=context))
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            seen = asyncio.run(client.brokers(address))
+        except BROKER_ERRORS as exc:
             last = str(exc) or type(exc).__name__
         else:
             if len(seen) >= brokers:

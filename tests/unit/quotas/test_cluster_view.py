@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from gateway.quotas.cluster_view import ClusterTopics, ClusterUnavailable
+from gateway.upstream.client import BrokerClient
 
 
 def closed_port() -> int:
@@ -17,7 +18,7 @@ def closed_port() -> int:
 
 async def test_no_broker_answering_is_a_clear_error() -> None:
     port = closed_port()
-    view = ClusterTopics(lambda: [("127.0.0.1", port)], dict, 1.0)
+    view = ClusterTopics(BrokerClient([("127.0.0.1", port)], timeout_s=1.0))
     with pytest.raises(ClusterUnavailable) as failure:
         await view.fetch()
     assert f"127.0.0.1:{port}" in str(failure.value)
@@ -25,7 +26,7 @@ async def test_no_broker_answering_is_a_clear_error() -> None:
 
 
 def test_recent_creations_count_until_the_brokers_report_them() -> None:
-    view = ClusterTopics(list, dict, 1.0)
+    view = ClusterTopics(BrokerClient([]))
     view.note("acme.new", 4)
     view.note("acme.grown", 6)
     seen = view._with_recent({"acme.grown": 3, "acme.old": 2})

@@ -19,7 +19,8 @@ from kio.static.primitive import i32Timedelta
 
 from gateway.config import parse_config
 from gateway.identity import ClientIdentity
-from gateway.server import Gateway, UpstreamRefused
+from gateway.runtime.gateway import Gateway
+from gateway.runtime.upstream import UpstreamRefused
 from gateway.upstream.identity import UpstreamIdentity
 from gateway.upstream.provision import TenantLogin
 

@@ -1,0 +1,183 @@
+"""Running the configured filters for one connection (``Session`` calls this). No I/O.
+
+``FilterChain`` holds the filters built at start-up and which API keys any of them
+wants; ``bind`` gives one connection its ``BoundChain`` (a context per filter).
+Requests go through the filters in configured order, responses in reverse order.
+A filter that raises becomes a ``Fault`` on the gateway's side: that connection
+closes, every other goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ..protocol.apis import PRODUCE, response_schema
+from ..protocol.codec import (
+    ProtocolError,
+    decode_request,
+    encode_body,
+    encode_response,
+    parse_request_head,
+)
+from ..protocol.framing import frame
+from ..protocol.refusal import refuse
+from ..slots import Fault
+from .api import Filter, FilterContext, RequestCall, ResponseCall
+
+if TYPE_CHECKING:
+    from ..identity import ClientIdentity
+
+log = logging.getLogger("kgw.filters")
+NEVER_FILTERED = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+
+
+class FilterChain:
+    """The configured filters, in order, and the API keys they want."""
+
+    def __init__(self, filters: Sequence[Filter]) -> None:
+        self.filters = tuple(filters)
+        self._every = any(f.api_keys is None for f in self.filters)
+        keys: set[int] = set()
+        for item in self.filters:
+            keys |= item.api_keys or set()
+        self._keys = frozenset(keys) - NEVER_FILTERED
+
+    def __bool__(self) -> bool:
+        return bool(self.filters)
+
+    def wants(self, api_key: int) -> bool:
+        """Whether any filter wants this API key (else its frames pass undecoded)."""
+        if api_key in NEVER_FILTERED:
+            return False
+        return self._every or api_key in self._keys
+
+    def bind(self, identity: ClientIdentity) -> BoundChain:
+        return BoundChain(self, identity)
+
+
+class Rejected:
+    """A filter refused the request: answer ``code`` (and ``message``) on every entry.
+    ``reply``: the answer's frame (``request_frame``; ``None`` for a Produce with acks=0,
+    which has no answer)."""
+
+    __slots__ = ("code", "message", "name", "reply")
+
+    def __init__(self, name: str, code: ErrorCode, message: str | None) -> None:
+        self.name = name
+        self.code = code
+        self.message = message
+        self.reply: bytes | None = None
+
+
+class BoundChain:
+    """One connection's view of the chain: a ``FilterContext`` per filter."""
+
+    def __init__(self, chain: FilterChain, identity: ClientIdentity) -> None:
+        self.chain = chain
+        self._contexts = [
+            FilterContext(identity, logging.getLogger(f"kgw.filters.{_name(item)}"))
+            for item in chain.filters
+        ]
+
+    def wants(self, api_key: int) -> bool:
+        return self.chain.wants(api_key)
+
+    def request_frame(
+        self, data: bytes, key: int, version: int, correlation_id: int
+    ) -> bytes | Rejected:
+        """Run the request hooks on a request frame: the frame to go on with (``data``
+        itself when no filter replaced it), or the ``Rejected`` with its reply frame."""
+        payload = memoryview(data)[4:]
+        parsed: list[Any] = []
+
+        def decode() -> Any:
+            if not parsed:
+                try:
+                    head = parse_request_head(payload)
+                    parsed[:] = [head, decode_request(head, payload)]
+                except ProtocolError as exc:
+                    raise Fault("client", str(exc)) from None
+            return parsed[1]
+
+        outcome = self.request(key, version, correlation_id, decode)
+        if outcome is None:
+            return data
+        if isinstance(outcome, Rejected):
+            request = decode()
+            if key != PRODUCE or int(request.acks) != 0:
+                body = refuse(request, response_schema(key, version), outcome.code, outcome.message)
+                outcome.reply = encode_response(key, version, correlation_id, body)
+            return outcome
+        head = parsed[0]
+        return frame(bytes(payload[: head.body_offset]) + encode_body(outcome))
+
+    def request(
+        self, api_key: int, version: int, correlation_id: int, decode: Callable[[], Any]
+    ) -> Any | Rejected | None:
+        """Run the request hooks: the body to forward instead, a ``Rejected``, or
+        ``None`` when no filter replaced it."""
+        source = decode
+        replaced = False
+        for item, context in self._filters(api_key):
+            call = RequestCall(api_key, version, correlation_id, context, source)
+            self._run(item, "on_request", call)
+            if call.rejection is not None:
+                code, message = call.rejection
+                try:
+                    error = ErrorCode(code)
+                except ValueError:
+                    reason = f"filter {_name(item)} rejected with unknown error code {code}"
+                    raise Fault("gateway", reason) from None
+                return Rejected(_name(item), error, message)
+            if call.decoded is not None:  # the next filter sees what this one saw or made
+                source = _const(call.decoded)
+                replaced = replaced or call.replaced
+        return source() if replaced else None
+
+    def response(self, api_key: int, version: int, body: Any) -> Any:
+        """Run the response hooks (reverse order) on the decoded ``body``; returns the same
+        object when no filter replaced it."""
+        for item, context in reversed(self._filters(api_key)):
+            call = ResponseCall(api_key, version, context, _const(body))
+            self._run(item, "on_response", call)
+            if call.replaced:
+                body = call.body
+        return body
+
+    def _filters(self, api_key: int) -> list[tuple[Filter, FilterContext]]:
+        return [
+            (item, context)
+            for item, context in zip(self.chain.filters, self._contexts, strict=True)
+            if item.api_keys is None or api_key in item.api_keys
+        ]
+
+    @staticmethod
+    def _run(item: Filter, hook: str, call: RequestCall | ResponseCall) -> None:
+        try:
+            getattr(item, hook)(call)
+        except Fault:
+            raise
+        except Exception as exc:  # contained: this connection closes, no other
+            name = _name(item)
+            log.error(
+                "filter %s failed in %s: %s",
+                name,
+                hook,
+                type(exc).__name__,
+                extra={"event": "filter_failed", "filter": name, "api_key": call.api_key},
+            )
+            # the traceback only at DEBUG: an exception's text may quote the message
+            log.debug("filter %s traceback", name, exc_info=exc)
+            raise Fault("gateway", f"filter {name} failed: {type(exc).__name__}") from None
+
+
+def _name(item: Filter) -> str:
+    return getattr(item, "name", "") or type(item).__name__
+
+
+def _const(value: Any) -> Callable[[], Any]:
+    return lambda: value
