@@ -11,9 +11,9 @@ demo: setup
 
 ## Lint, type-check and run every test (unit + integration against real components).
 test: setup
-	.venv/bin/ruff check gateway tests bench
-	.venv/bin/ruff format --check gateway tests bench
-	.venv/bin/mypy gateway
+	.venv/bin/ruff check gateway tests bench examples
+	.venv/bin/ruff format --check gateway tests bench examples
+	.venv/bin/mypy gateway examples
 	.venv/bin/python -m pytest -ra --durations=15
 
 ## What a developer runs on every change, in under two minutes: lint, type-check and the
@@ -21,9 +21,9 @@ test: setup
 ## No set-up step: it uses what `make setup` (or `make test`) installed.
 test-fast:
 	@test -x .venv/bin/python || { echo "test-fast: no .venv yet; run make setup once"; exit 1; }
-	.venv/bin/ruff check gateway tests bench
-	.venv/bin/ruff format --check gateway tests bench
-	.venv/bin/mypy gateway
+	.venv/bin/ruff check gateway tests bench examples
+	.venv/bin/ruff format --check gateway tests bench examples
+	.venv/bin/mypy gateway examples
 	.venv/bin/python -m pytest -m pure -q
 
 bench: setup

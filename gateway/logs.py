@@ -36,6 +36,8 @@ CONTEXT_KEYS = (
     "fingerprint",
     "outcome",
     "mechanism",
+    "filter",
+    "api_key",
 )
 
 

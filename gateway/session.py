@@ -439,14 +439,16 @@ class Session:
                 slot.throttle_ms = max(slot.throttle_ms, self.throttle.on_fetch_response(len(data)))
             rewriting = needs_rewrite(key, slot.api_version)
             throttled = slot.throttle_ms > 0
-            filtered = self.filters is not None and self.filters.wants(key)
+            filtered = self.filters is not None and self.filters.wants_response(key)
             if not rewriting and slot.merge is None and not throttled and not filtered:
                 return data
             response: Entity = decode_response(payload, key, slot.api_version)
             rewritten = response if slot.merge is None else slot.merge(response)
             if filtered:
                 assert self.filters is not None
-                rewritten = self.filters.response(key, slot.api_version, rewritten)
+                rewritten = self.filters.response(
+                    key, slot.api_version, slot.correlation_id, rewritten
+                )
             if rewriting:
                 rewritten = rewrite(key, rewritten, self._addresses)
             if throttled:

@@ -33,6 +33,7 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 async def serve(config: GatewayConfig) -> int:
     from ..audit import AuditError
     from ..authz.store import PolicyError
+    from ..filters.api import FilterError
     from ..quotas import StoreError as QuotaStoreError
     from ..runtime.gateway import Gateway
     from ..sasl.kerberos import KerberosSetupError
@@ -51,6 +52,9 @@ async def serve(config: GatewayConfig) -> int:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 2
     except AuditError as exc:  # admin changes must not go unrecorded when a trail is configured
+        log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
+        return 2
+    except FilterError as exc:  # an operator's filter that cannot load (docs/filters.md)
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 2
     loop = asyncio.get_running_loop()
@@ -85,7 +89,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    if _load(args.config) is None:
+    config = _load(args.config)
+    if config is None:
+        return 2
+    from ..filters.api import FilterError
+    from ..filters.loader import build_chain
+
+    try:  # the filters are imported and built, as serve would
+        build_chain(config.filters)
+    except FilterError as exc:
+        print(f"kgw: configuration error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.config}: ok")
     return 0

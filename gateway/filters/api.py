@@ -1,7 +1,8 @@
 """The public filter API: what an operator's filter implements and what it is given.
 
-A filter is an object with ``api_keys`` (the Kafka API keys it wants; ``None``: all
-of them) and two hooks, both optional and both synchronous (no I/O on the data path):
+A filter is an object with ``name``, ``api_keys`` (the Kafka API keys it wants;
+``None``: all of them) and two synchronous hooks (no I/O on the data path);
+``BaseFilter`` gives both hooks as no-ops, so a subclass writes only the one it needs:
 
 * ``on_request(call: RequestCall)`` sees a client's request before the gateway
   authorizes it, so whatever it changes is what authorization judges and what the
@@ -10,7 +11,9 @@ of them) and two hooks, both optional and both synchronous (no I/O on the data p
   the error on every entry of its request, the broker never sees it.
 * ``on_response(call: ResponseCall)`` sees the broker's answer after authorization
   has merged its own denials in and before broker addresses are rewritten; it may
-  ``call.replace(body)`` it.
+  ``call.replace(body)`` it. ``call.correlation_id`` is its request's, so a filter can
+  pair the two through ``call.context.state``. A response is decoded only for keys some
+  filter has its own ``on_response`` for.
 
 Frames of API keys no filter wants pass through undecoded. A filter that raises closes
 only its connection (logged with the filter's name, never the request's content);
@@ -72,11 +75,21 @@ class FilterContext:
 class _Call:
     """What both hooks share: the API, the connection, the body decoded on demand."""
 
-    __slots__ = ("_body", "_decode", "_replaced", "api_key", "api_version", "context")
+    __slots__ = (
+        "_body", "_decode", "_replaced", "api_key", "api_version", "context", "correlation_id",
+    )  # fmt: skip
 
-    def __init__(self, api_key: int, api_version: int, context: FilterContext, decode: Any) -> None:
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        context: FilterContext,
+        decode: Any,
+    ) -> None:
         self.api_key = api_key
         self.api_version = api_version
+        self.correlation_id = correlation_id  # the same on a request and its response
         self.context = context
         self._decode = decode
         self._body: Any = None
@@ -121,7 +134,7 @@ class _Call:
 class RequestCall(_Call):
     """One client request on its way to the broker."""
 
-    __slots__ = ("correlation_id", "rejection")
+    __slots__ = ("rejection",)
 
     def __init__(
         self,
@@ -131,8 +144,7 @@ class RequestCall(_Call):
         context: FilterContext,
         decode: Any,
     ) -> None:
-        super().__init__(api_key, api_version, context, decode)
-        self.correlation_id = correlation_id
+        super().__init__(api_key, api_version, correlation_id, context, decode)
         self.rejection: tuple[int, str | None] | None = None
 
     def reject(self, error_code: int, message: str | None = None) -> None:
@@ -153,7 +165,9 @@ class Filter(Protocol):
     """What an operator's filter looks like (subclass ``BaseFilter`` or just match it)."""
 
     name: str
-    api_keys: frozenset[int] | None
+
+    @property
+    def api_keys(self) -> frozenset[int] | None: ...
 
     def on_request(self, call: RequestCall) -> None: ...
 

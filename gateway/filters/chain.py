@@ -26,7 +26,7 @@ from ..protocol.codec import (
 from ..protocol.framing import frame
 from ..protocol.refusal import refuse
 from ..slots import Fault
-from .api import Filter, FilterContext, RequestCall, ResponseCall
+from .api import BaseFilter, Filter, FilterContext, RequestCall, ResponseCall
 
 if TYPE_CHECKING:
     from ..identity import ClientIdentity
@@ -45,6 +45,10 @@ class FilterChain:
         for item in self.filters:
             keys |= item.api_keys or set()
         self._keys = frozenset(keys) - NEVER_FILTERED
+        # responses are decoded only for keys some filter has an on_response for
+        answering = [f for f in self.filters if _answers(f)]
+        self._every_response = any(f.api_keys is None for f in answering)
+        self._response_keys = frozenset(k for f in answering for k in f.api_keys or ())
 
     def __bool__(self) -> bool:
         return bool(self.filters)
@@ -54,6 +58,12 @@ class FilterChain:
         if api_key in NEVER_FILTERED:
             return False
         return self._every or api_key in self._keys
+
+    def wants_response(self, api_key: int) -> bool:
+        """Whether any filter's ``on_response`` wants this API key's responses."""
+        if api_key in NEVER_FILTERED:
+            return False
+        return self._every_response or api_key in self._response_keys
 
     def bind(self, identity: ClientIdentity) -> BoundChain:
         return BoundChain(self, identity)
@@ -85,6 +95,9 @@ class BoundChain:
 
     def wants(self, api_key: int) -> bool:
         return self.chain.wants(api_key)
+
+    def wants_response(self, api_key: int) -> bool:
+        return self.chain.wants_response(api_key)
 
     def request_frame(
         self, data: bytes, key: int, version: int, correlation_id: int
@@ -129,6 +142,8 @@ class BoundChain:
                 code, message = call.rejection
                 try:
                     error = ErrorCode(code)
+                    if error == ErrorCode.none:
+                        raise ValueError(code)  # "no error" would tell the client it worked
                 except ValueError:
                     reason = f"filter {_name(item)} rejected with unknown error code {code}"
                     raise Fault("gateway", reason) from None
@@ -138,17 +153,19 @@ class BoundChain:
                 replaced = replaced or call.replaced
         return source() if replaced else None
 
-    def response(self, api_key: int, version: int, body: Any) -> Any:
+    def response(self, api_key: int, version: int, correlation_id: int, body: Any) -> Any:
         """Run the response hooks (reverse order) on the decoded ``body``; returns the same
         object when no filter replaced it."""
         for item, context in reversed(self._filters(api_key)):
-            call = ResponseCall(api_key, version, context, _const(body))
+            call = ResponseCall(api_key, version, correlation_id, context, _const(body))
             self._run(item, "on_response", call)
             if call.replaced:
                 body = call.body
         return body
 
     def _filters(self, api_key: int) -> list[tuple[Filter, FilterContext]]:
+        if api_key in NEVER_FILTERED:
+            return []
         return [
             (item, context)
             for item, context in zip(self.chain.filters, self._contexts, strict=True)
@@ -173,6 +190,12 @@ class BoundChain:
             # the traceback only at DEBUG: an exception's text may quote the message
             log.debug("filter %s traceback", name, exc_info=exc)
             raise Fault("gateway", f"filter {name} failed: {type(exc).__name__}") from None
+
+
+def _answers(item: Filter) -> bool:
+    """Whether the filter has a response hook of its own (not ``BaseFilter``'s no-op)."""
+    hook = getattr(type(item), "on_response", None)
+    return hook is not None and hook is not BaseFilter.on_response
 
 
 def _name(item: Filter) -> str:
