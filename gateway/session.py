@@ -1,18 +1,24 @@
-"""One client connection's per-request protocol work, with no I/O.
+"""One client connection's per-request work, as a chain of stages, with no I/O.
 
 ``core.Connection`` drives it: ``on_request(frame)`` returns the frame to forward (or
 ``None`` when answered or held here), ``on_response(frame)`` takes the broker's next
-answer, and ``take_ready`` gives the answers due, in request order. A SASL step or
-local work it cannot finish itself waits in ``pending_step`` / ``pending_work`` until
-the core hands back its result (``complete_step`` / ``complete_work``). Along the way:
-operators' filters, authorization, fetch sessions, quotas, address rewriting and the
-access log's exchanges. Produce with acks=0 gets no slot. Violations raise ``Fault``.
+answer, and ``take_ready`` gives the answers due, in request order. A request meets
+the stages of ``self.stages`` in order until one finishes it (docs/apis.md lists them
+and what each API meets): version negotiation, SASL, operators' filters, fetch
+sessions, authorization with the quota admin APIs and licences, and the forward at
+the end, which charges quotas. Each stage lives with its feature and uses the small
+API below (``answer``, ``expect``, ``hold_step``, ``hold_work``, ``mute``…). A
+response goes back through fetch-session bookkeeping, authorization's merge, the
+filters, address rewriting and the throttle time (``_transform``). A SASL step or
+local work waits in ``pending_step`` / ``pending_work`` until the core hands back
+its result. Produce with acks=0 gets no slot. Violations raise ``Fault``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
@@ -20,57 +26,43 @@ from kio.static.protocol import Entity
 from .accesslog.exchange import Exchange
 from .accesslog.exchange import begin as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
-from .accesslog.records import Resources, decision_of, resources_of
 from .addresses.rewrite import needs_rewrite, rewrite
 from .addresses.topology import ConnectionMap, PublicMap, UnmappableBroker
 from .enforcement.denials import DenialLog
 from .enforcement.fetch_sessions import FetchSessions, fetch_outcome
-from .enforcement.units import is_replica
-from .filters.chain import Rejected
+from .enforcement.fetch_stage import fetch_sessions
+from .enforcement.stage import authorize, finish_work
+from .filters.stage import run_filters
 from .identity import ClientIdentity
 from .protocol import apis
-from .protocol.api_versions import (
-    Advertised,
-    default_advertised,
-    rewrite_api_versions,
-    unsupported_api_versions,
-)
+from .protocol.api_versions import Advertised, default_advertised, rewrite_api_versions
+from .protocol.apis import ApiSpec
 from .protocol.codec import (
     ProtocolError,
-    RequestHead,
-    decode_request,
     decode_response,
     encode_body,
-    encode_response,
     frame_produce_acks,
-    parse_request_head,
     peek_request,
     response_body_offset,
     response_correlation_id,
 )
 from .protocol.framing import frame
-from .protocol.refusal import refuse_version
+from .protocol.negotiation import negotiate
 from .quotas.throttle import Throttle, with_throttle_time
-from .sasl.connection import (
-    SASL_APIS,
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    Authentication,
-    PendingStep,
-    with_sasl_apis,
-)
-from .slots import Fault, PendingWork, Side, Slot
+from .sasl.connection import Authentication, PendingStep, with_sasl_apis
+from .sasl.stage import authenticate, finish_step
+from .slots import NEXT, Fault, Outcome, PendingWork, Request, Side, Slot
 
 __all__ = ["Fault", "Session", "Side"]  # Fault and Side live in slots.py
 
 if TYPE_CHECKING:
     from .enforcement import Enforcer
-    from .enforcement.verdict import Verdict
     from .filters.chain import BoundChain
     from .quotas.admin import QuotaAdmin
     from .sasl import Step
 
 log = logging.getLogger("kgw.authz")
+Stage = Callable[["Session", Request], Outcome]
 
 
 class Session:
@@ -88,32 +80,45 @@ class Session:
         bind_fetch_sessions: bool = False,
         filters: BoundChain | None = None,
     ) -> None:
-        self.throttle = throttle
-        self.admin = admin  # quota APIs and licence limits (with quotas configured)
-        self.pending_work: PendingWork | None = None
-        self._mute_ms = 0.0  # how long the network layer should stop reading (KIP-219)
-        self.mapping = mapping
-        self._addresses = ConnectionMap(mapping)  # notes brokers first seen here
-        self.filters = filters  # operators' filters (``filters.chain``)
-        self.observe = observe
-        self.finished: list[Exchange] = []  # exchanges whose response left (for the access log)
-        self._exchange: Exchange | None = None  # the request being handled
         self.identity = identity
         self.enforcer = enforcer
         self.auth = auth
-        self.pending_step: PendingStep | None = None
-        self._step_slot: Slot | None = None
-        base: Advertised = default_advertised if enforcer is None else enforcer.advertised
-        self._advertised: Advertised = base if auth is None else with_sasl_apis(base)
+        self.throttle = throttle
+        self.admin = admin  # quota APIs and licence limits (with quotas configured)
+        self.filters = filters  # operators' filters (``filters.chain``)
+        self.mapping = mapping
+        self._addresses = ConnectionMap(mapping)  # notes brokers first seen here
+        self.observe = observe
         # Fetch sessions are tracked wherever the gateway authorizes or answers a Fetch,
         # or is asked to keep them with their connection.
         tracked = enforcer is not None or throttle is not None or bind_fetch_sessions
         self.fetch_sessions = FetchSessions() if tracked else None
+        base: Advertised = default_advertised if enforcer is None else enforcer.advertised
+        self._advertised: Advertised = base if auth is None else with_sasl_apis(base)
+        self.stages: tuple[Stage, ...] = self._chain()
+        self.pending_step: PendingStep | None = None
+        self.step_slot: Slot | None = None
+        self.pending_work: PendingWork | None = None
+        self._mute_ms = 0.0  # how long the core should stop reading (KIP-219)
+        self.finished: list[Exchange] = []  # exchanges whose response left (for the access log)
         self._order: deque[Slot] = deque()
         self._waiting: deque[Slot] = deque()
         self.close_after_flush: str | None = None
         self.requests = 0
         self._denials = DenialLog()
+
+    def _chain(self) -> tuple[Stage, ...]:
+        """The request stages this connection's configuration calls for, in order."""
+        stages: list[Stage] = [negotiate]
+        if self.auth is not None:
+            stages.append(authenticate)
+        if self.filters is not None:
+            stages.append(run_filters)
+        if self.fetch_sessions is not None:
+            stages.append(fetch_sessions)
+        if self.enforcer is not None or self.admin is not None:
+            stages.append(authorize)
+        return tuple(stages)
 
     @property
     def inflight(self) -> int:
@@ -124,6 +129,9 @@ class Session:
     def awaiting_upstream(self) -> int:
         return len(self._waiting)
 
+    def advertised(self, key: int) -> ApiSpec | None:
+        return self._advertised(key)
+
     # -- client → upstream ----------------------------------------------------
 
     def on_request(self, data: bytes) -> bytes | None:
@@ -132,283 +140,91 @@ class Session:
         self.requests += 1
         try:
             key, version, correlation_id = peek_request(memoryview(data)[4:])
-            self._exchange = begin_exchange(data) if self.observe else None
+            exchange = begin_exchange(data) if self.observe else None
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
-        if key == apis.API_VERSIONS:
-            return self._api_versions(data, version, correlation_id)
-        spec = self._advertised(key)
-        if spec is None or not spec.min_version <= version <= spec.max_version:
-            self._refuse_version(data, key, version, correlation_id)
-            return None
-        if self.auth is not None:
-            if key in SASL_APIS:
-                self._sasl(data, key, version, correlation_id)
-                return None
-            if not self.auth.authenticated:
-                raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
-            if self.auth.expired():
-                raise Fault("client", "SASL session lifetime ended without re-authentication")
-        if self.filters is not None and self.filters.wants(key):
-            filtered = self._filter(data, key, version, correlation_id)
-            if filtered is None:
-                return None
-            data = filtered
-        if key == apis.FETCH and self.fetch_sessions is not None:
-            return self._fetch(data, version, correlation_id)
-        if self.enforcer is not None or (self.admin is not None and key in self.admin.api_keys):
-            return self._enforce(data, key, version, correlation_id)
-        if key == apis.PRODUCE and self._produce_acks(data) == 0:
-            self._no_response(len(data))
+        request = Request(data, key, version, correlation_id, exchange)
+        for stage in self.stages:
+            outcome = stage(self, request)
+            if outcome is not NEXT:
+                return outcome  # type: ignore[return-value]
+        return self._forward(request)
+
+    def _forward(self, request: Request) -> bytes:
+        """The end of the chain: to the broker, charged to the quotas."""
+        data = request.data
+        if request.key == apis.PRODUCE and self._produce_acks(data) == 0:
+            self.no_response(len(data), request.exchange)
             return data
-        self._expect(Slot(key, version, correlation_id, True, self._exchange), len(data))
+        slot = Slot(request.key, request.version, request.correlation_id, True, request.exchange)
+        self.expect(slot, len(data))
         return data
 
-    def _filter(self, data: bytes, key: int, version: int, correlation_id: int) -> bytes | None:
-        """Operators' filters see the request first (authorization then judges what they
-        made); the frame to go on with, or ``None`` when a filter refused it."""
-        assert self.filters is not None
-        outcome = self.filters.request_frame(data, key, version, correlation_id)
-        if not isinstance(outcome, Rejected):
-            return outcome
-        if self._exchange is not None:
-            self._exchange.decision = "deny"
-            self._exchange.rule = f"filter:{outcome.name}"
-        if outcome.reply is None:  # nothing to answer with: close, as Kafka does
-            raise Fault("client", f"Produce with acks=0 was refused by filter {outcome.name}")
-        self._local(key, version, correlation_id, outcome.reply)
-        return None
+    # -- what the stages use --------------------------------------------------
 
-    def _fetch(self, data: bytes, version: int, correlation_id: int) -> bytes | None:
-        """A Fetch, through the connection's fetch sessions (``FetchSessions``): what it
-        reads is authorized whole, sessions included; over the fetch quota it is
-        answered here, empty, with the session's epoch kept right."""
-        assert self.fetch_sessions is not None
-        payload, head, request = _decode(data)
-        response_cls = apis.response_schema(apis.FETCH, version)
-        enforcer = self.enforcer
-        if enforcer is not None and is_replica(request):  # a follower's fetch
-            return self._enforce(data, apis.FETCH, version, correlation_id)
-        blocked = self.throttle.fetch_blocked_ms() if self.throttle is not None else 0.0
-        allowed = enforcer.reader() if enforcer is not None else None
-        plan = self.fetch_sessions.plan(request, response_cls, allowed, local=blocked > 0)
-        exchange = self._exchange
+    def answer(self, request: Request, reply: bytes, version: int | None = None) -> None:
+        """Answer ``request`` here with the frame ``reply``, in its place in the order."""
+        version = request.version if version is None else version
+        slot = Slot(request.key, version, request.correlation_id, False, request.exchange)
+        slot.data = reply
+        self._order.append(slot)
+
+    def expect(self, slot: Slot, size: int = 0, ordered: bool = False) -> None:
+        """``slot`` now awaits a broker response (``ordered``: it holds its place already);
+        a forwarded request of ``size`` bytes is charged to the quotas."""
+        if self.throttle is not None and size:
+            slot.throttle_ms = self.throttle.on_request(slot.api_key, size)
+            # Stop reading at once: pipelined requests already in the socket would
+            # otherwise all pass before the throttled response goes out.
+            self.mute(slot.throttle_ms)
+        if not ordered:
+            self._order.append(slot)
+        self._waiting.append(slot)
+
+    def no_response(self, size: int, exchange: Exchange | None) -> None:
+        """Produce with acks=0: charged, and its exchange ends now, with no response."""
+        if self.throttle is not None:
+            self.mute(self.throttle.on_request(apis.PRODUCE, size))
         if exchange is not None:
-            read = len(plan.effective) - plan.denied  # partitions not refused
-            exchange.decision = decision_of(enforcer is not None, plan.denied, read > 0)
-            topics = tuple(dict.fromkeys(str(topic) for topic, _ in plan.effective))
-            exchange.resources = Resources(topics=topics, partitions=len(plan.effective))
-            exchange.rule = enforcer.last_rule if enforcer is not None else None
-        if plan.denied and enforcer is not None:
-            self._log_denial(apis.FETCH, version)
-        if plan.forward is None:
-            body: Any = plan.local
-            if blocked > 0:  # over the fetch quota: no broker involved
-                body = with_throttle_time(body, blocked)
-                if exchange is not None:
-                    exchange.throttle_ms = int(blocked)
-                self._mute(blocked)
-            reply = encode_response(apis.FETCH, version, correlation_id, body)
-            self._local(apis.FETCH, version, correlation_id, reply)
-            return None
-        out = data
-        if plan.forward is not request:
-            out = frame(bytes(payload[: head.body_offset]) + encode_body(plan.forward))
-        slot = Slot(apis.FETCH, version, correlation_id, True, exchange)
-        slot.merge, slot.commit = plan.merge, plan.commit
-        self._expect(slot, len(out))
-        return out
+            self.finished.append(complete_exchange(exchange, None))
 
-    def _mute(self, ms: float) -> None:
+    def hold_step(self, pending: PendingStep, slot: Slot) -> None:
+        """A SASL step for the core to run; its answer will take ``slot``'s place."""
+        self._order.append(slot)
+        self.step_slot = slot
+        self.pending_step = pending
+
+    def hold_work(self, work: PendingWork) -> None:
+        """Local work for the core to run; the request keeps its place meanwhile."""
+        self._order.append(work.slot)
+        self.pending_work = work
+
+    def mute(self, ms: float) -> None:
         self._mute_ms = max(self._mute_ms, ms)
+
+    def log_denial(self, key: int, version: int) -> None:
+        assert self.enforcer is not None
+        self._denials.log(self.enforcer.last_denials, self.identity, key, version)
+
+    def complete_step(self, step: Step) -> None:
+        """The core ran ``pending_step``: queue its answer in order."""
+        finish_step(self, step)
+
+    def complete_work(self, outcome: object) -> bytes | None:
+        """The core ran ``pending_work``: answer in the request's place, or return the
+        frame to forward."""
+        return finish_work(self, outcome)
 
     def take_mute(self) -> float:
         """Milliseconds the connection must not be read (0: none); resets."""
         ms, self._mute_ms = self._mute_ms, 0.0
         return ms
 
-    def _no_response(self, size: int) -> None:
-        """Produce with acks=0: its exchange ends now, with no response."""
-        if self.throttle is not None:
-            self._mute(self.throttle.on_request(apis.PRODUCE, size))
-        if self._exchange is not None:
-            self.finished.append(complete_exchange(self._exchange, None))
-
-    def _sasl(self, data: bytes, key: int, version: int, correlation_id: int) -> None:
-        assert self.auth is not None
-        request = _decode(data)[2]
-        response_cls = apis.response_schema(key, version)
-        if key == SASL_HANDSHAKE:
-            response, refused = self.auth.handshake(request, response_cls)
-            reply = encode_response(key, version, correlation_id, response)
-            self._local(key, version, correlation_id, reply)
-            if refused is not None:
-                self.close_after_flush = f"SASL handshake refused: {refused}"
-            return
-        if self.pending_step is not None:
-            raise Fault("client", "SaslAuthenticate sent while the previous step is running")
-        pending = self.auth.begin(request, version, correlation_id)
-        if pending is None:
-            raise Fault("client", "SaslAuthenticate without a SaslHandshake")
-        slot = Slot(key, version, correlation_id, False, self._exchange)
-        self._order.append(slot)
-        self._step_slot = slot
-        self.pending_step = pending
-
-    def complete_step(self, step: Step) -> None:
-        """The network layer ran ``pending_step``: queue its answer in order."""
-        assert self.auth is not None and self.pending_step is not None
-        assert self._step_slot is not None
-        pending, slot = self.pending_step, self._step_slot
-        self.pending_step = self._step_slot = None
-        response_cls = apis.response_schema(SASL_AUTHENTICATE, pending.api_version)
-        response = self.auth.finish(pending, step, response_cls)
-        slot.data = encode_response(
-            SASL_AUTHENTICATE, pending.api_version, pending.correlation_id, response
-        )
-        if response.error_code != 0:
-            self.close_after_flush = "SASL authentication failed"
-
-    def _expect(self, slot: Slot, size: int = 0, ordered: bool = False) -> None:
-        """``slot`` now awaits a broker response (``ordered``: it holds its place already)."""
-        if self.throttle is not None and size:
-            slot.throttle_ms = self.throttle.on_request(slot.api_key, size)
-            # Stop reading at once: pipelined requests already in the socket would
-            # otherwise all pass before the throttled response goes out.
-            self._mute(slot.throttle_ms)
-        if not ordered:
-            self._order.append(slot)
-        self._waiting.append(slot)
-
-    def _enforce(self, data: bytes, key: int, version: int, correlation_id: int) -> bytes | None:
-        """Authorize every part of the request (and apply quota admin and licence limits);
-        forward only what is allowed."""
-        _payload, head, request = _decode(data)
-        response_cls = apis.response_schema(key, version)
-        enforcer = self.enforcer
-        if enforcer is None:
-            from .enforcement.verdict import PASS
-
-            verdict = PASS
-        else:
-            verdict = enforcer.decide(key, request, response_cls)
-        if self.admin is not None and key in self.admin.api_keys:
-            verdict = self.admin.decide(key, request, response_cls, verdict)
-        no_response = key == apis.PRODUCE and int(request.acks) == 0
-        if self._exchange is not None:
-            self._exchange.decision = decision_of(
-                enforcer is not None, verdict.denied, verdict.forward is not None
-            )
-            self._exchange.resources = resources_of(request)
-            self._exchange.rule = enforcer.last_rule if enforcer is not None else None
-        if verdict.denied and enforcer is not None:
-            self._log_denial(key, version)
-            if no_response:  # nothing to answer with: close, as Kafka does
-                raise Fault("client", "Produce with acks=0 was denied by authorization")
-        offset = head.body_offset
-        if verdict.defer is not None:  # the network layer runs it; the answer keeps its place
-            slot = Slot(key, version, correlation_id, False, self._exchange)
-            self._order.append(slot)
-            self.pending_work = PendingWork(verdict.defer, data, offset, slot)
-            return None
-        return self._carry_out(verdict, key, version, correlation_id, data, offset, no_response)
-
-    def _carry_out(
-        self,
-        verdict: Verdict,
-        key: int,
-        version: int,
-        correlation_id: int,
-        data: bytes,
-        body_offset: int,
-        no_response: bool = False,
-        slot: Slot | None = None,
-    ) -> bytes | None:
-        """Answer locally or forward, as ``verdict`` says; ``slot``: the request's place,
-        taken already (deferred work)."""
-        if verdict.local is not None:
-            reply = encode_response(key, version, correlation_id, verdict.local)
-            if slot is None:
-                self._local(key, version, correlation_id, reply)
-            else:
-                slot.data = reply
-            return None
-        out = data
-        if verdict.rewritten:
-            forward: Any = verdict.forward
-            out = frame(bytes(memoryview(data)[4 : 4 + body_offset]) + encode_body(forward))
-        if no_response:
-            self._no_response(len(out))
-            return out
-        if slot is None:
-            slot = Slot(key, version, correlation_id, True, self._exchange)
-            slot.merge = verdict.merge
-            self._expect(slot, len(out))
-        else:
-            slot.upstream = True
-            slot.merge = verdict.merge
-            self._expect(slot, len(out), ordered=True)
-        return out
-
-    def complete_work(self, outcome: object) -> bytes | None:
-        """The network layer ran ``pending_work`` (``outcome``: its result, or the exception
-        it raised): answer in the request's place, or return the frame to forward."""
-        work = self.pending_work
-        assert work is not None
-        self.pending_work = None
-        slot = work.slot
-        try:
-            verdict = work.deferred.finish(outcome)
-        except Exception as exc:  # a bug in the unit: the client must not wait forever
-            raise Fault("gateway", f"{work.name} failed: {type(exc).__name__}") from None
-        if verdict.defer is not None:
-            raise Fault("gateway", f"{work.name} deferred twice")
-        if slot.exchange is not None:
-            slot.exchange.decision = decision_of(
-                self.enforcer is not None, verdict.denied, verdict.forward is not None
-            )
-        return self._carry_out(
-            verdict, slot.api_key, slot.api_version, slot.correlation_id, work.data,
-            work.body_offset, slot=slot,
-        )  # fmt: skip
-
-    def _log_denial(self, key: int, version: int) -> None:
-        assert self.enforcer is not None
-        self._denials.log(self.enforcer.last_denials, self.identity, key, version)
-
     def _produce_acks(self, data: bytes) -> int:
         try:
             return frame_produce_acks(data)
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
-
-    def _api_versions(self, data: bytes, version: int, correlation_id: int) -> bytes | None:
-        spec = apis.gateway_apis()[apis.API_VERSIONS]
-        if version > spec.max_version or version < spec.min_version:
-            self._local(
-                apis.API_VERSIONS, 0, correlation_id, unsupported_api_versions(correlation_id)
-            )
-            return None
-        self._expect(Slot(apis.API_VERSIONS, version, correlation_id, True, self._exchange))
-        return data
-
-    def _refuse_version(self, data: bytes, key: int, version: int, correlation_id: int) -> None:
-        """UNSUPPORTED_VERSION as a broker answers it (``refusal.refuse_version``). Before
-        SASL completes anything but the SASL APIs closes the connection."""
-        if self.auth is not None and not self.auth.authenticated and key not in SASL_APIS:
-            raise Fault("client", f"{apis.api_name(key)} sent before SASL authentication")
-        try:
-            reply, close = refuse_version(data, key, version, correlation_id)
-        except ProtocolError as exc:
-            raise Fault("client", str(exc)) from None
-        self._local(key, version, correlation_id, reply)
-        if close:
-            self.close_after_flush = f"unsupported api key {key} version {version}"
-
-    def _local(self, key: int, version: int, correlation_id: int, reply: bytes) -> None:
-        slot = Slot(key, version, correlation_id, False, self._exchange)
-        slot.data = reply
-        self._order.append(slot)
 
     # -- upstream → client ----------------------------------------------------
 
@@ -464,7 +280,7 @@ class Session:
 
     def _with_throttle(self, response: Any, slot: Slot) -> Any:
         """KIP-219: the client learns its throttle time; the connection goes quiet for it."""
-        self._mute(slot.throttle_ms)
+        self.mute(slot.throttle_ms)
         if slot.exchange is not None:
             slot.exchange.throttle_ms = int(slot.throttle_ms)
         return with_throttle_time(response, slot.throttle_ms)
@@ -488,13 +304,3 @@ class Session:
         """Brokers this connection's responses revealed first (they need listeners)."""
         found, self._addresses.discovered = self._addresses.discovered, []
         return found
-
-
-def _decode(data: bytes) -> tuple[memoryview, RequestHead, Any]:
-    """A request frame's payload, head and decoded body; ``Fault`` if it is malformed."""
-    payload = memoryview(data)[4:]
-    try:
-        head = parse_request_head(payload)
-        return payload, head, decode_request(head, payload)
-    except ProtocolError as exc:
-        raise Fault("client", str(exc)) from None

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from .protocol.codec import ProtocolError, RequestHead, decode_request, parse_request_head
+
 if TYPE_CHECKING:
     from .accesslog.exchange import Exchange
     from .enforcement.verdict import Deferred
@@ -67,3 +69,50 @@ class PendingWork:
 
     def run(self) -> Awaitable[Any]:
         return self.deferred.run()
+
+
+class Request:
+    """The request a stage of the chain looks at: its frame, its head, and its body
+    decoded on demand (once, however many stages ask)."""
+
+    __slots__ = ("_parsed", "correlation_id", "data", "exchange", "key", "version")
+
+    def __init__(
+        self, data: bytes, key: int, version: int, correlation_id: int, exchange: Exchange | None
+    ) -> None:
+        self.data = data
+        self.key = key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.exchange = exchange
+        self._parsed: tuple[memoryview, RequestHead, Any] | None = None
+
+    def parsed(self) -> tuple[memoryview, RequestHead, Any]:
+        """The payload, head and decoded body; ``Fault`` if the request is malformed."""
+        if self._parsed is None:
+            payload = memoryview(self.data)[4:]
+            try:
+                head = parse_request_head(payload)
+                self._parsed = payload, head, decode_request(head, payload)
+            except ProtocolError as exc:
+                raise Fault("client", str(exc)) from None
+        return self._parsed
+
+    @property
+    def body(self) -> Any:
+        return self.parsed()[2]
+
+    def replace(self, data: bytes) -> None:
+        """A stage changed the frame (an operator's filter): later stages see the new one."""
+        self.data = data
+        self._parsed = None
+
+
+class Next:
+    """A stage's answer: not mine to finish, go on to the next stage."""
+
+
+NEXT = Next()
+Outcome = bytes | None | Next
+"""A request stage's result: the frame to forward, ``None`` (answered or held here), or
+``NEXT``."""

@@ -1,0 +1,60 @@
+"""The fetch-session stage of the request chain: a Fetch goes through the connection's
+own fetch sessions (``FetchSessions``). What it reads is authorized whole, sessions
+included; over the fetch quota it is answered here, empty, with the session's epoch
+kept right. A follower's fetch goes on to the authorization stage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..accesslog.records import Resources, decision_of
+from ..protocol import apis
+from ..protocol.codec import encode_body, encode_response
+from ..protocol.framing import frame
+from ..quotas.throttle import with_throttle_time
+from ..slots import NEXT, Outcome, Request, Slot
+from .units import is_replica
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+def fetch_sessions(session: Session, request: Request) -> Outcome:
+    sessions = session.fetch_sessions
+    if request.key != apis.FETCH or sessions is None:
+        return NEXT
+    payload, head, body = request.parsed()
+    version = request.version
+    enforcer = session.enforcer
+    if enforcer is not None and is_replica(body):  # a follower's fetch
+        return NEXT
+    throttle = session.throttle
+    blocked = throttle.fetch_blocked_ms() if throttle is not None else 0.0
+    allowed = enforcer.reader() if enforcer is not None else None
+    response_cls = apis.response_schema(apis.FETCH, version)
+    plan = sessions.plan(body, response_cls, allowed, local=blocked > 0)
+    exchange = request.exchange
+    if exchange is not None:
+        read = len(plan.effective) - plan.denied  # partitions not refused
+        exchange.decision = decision_of(enforcer is not None, plan.denied, read > 0)
+        topics = tuple(dict.fromkeys(str(topic) for topic, _ in plan.effective))
+        exchange.resources = Resources(topics=topics, partitions=len(plan.effective))
+        exchange.rule = enforcer.last_rule if enforcer is not None else None
+    if plan.denied and enforcer is not None:
+        session.log_denial(apis.FETCH, version)
+    if plan.forward is None:
+        local: Any = plan.local
+        if blocked > 0:  # over the fetch quota: no broker involved
+            local = with_throttle_time(local, blocked)
+            if exchange is not None:
+                exchange.throttle_ms = int(blocked)
+            session.mute(blocked)
+        session.answer(request, encode_response(apis.FETCH, version, request.correlation_id, local))
+        return None
+    out = request.data
+    if plan.forward is not body:
+        out = frame(bytes(payload[: head.body_offset]) + encode_body(plan.forward))
+    slot = Slot(apis.FETCH, version, request.correlation_id, True, exchange)
+    slot.merge, slot.commit = plan.merge, plan.commit
+    session.expect(slot, len(out))
+    return out
