@@ -66,6 +66,7 @@ class Connection:
         self._admission: Admission | None = None
         self._delayed: Step | None = None  # a judged step waiting out its login delay
         self._tenant: str | None = None  # the tenant counted against connection limits
+        self._counted = False  # the connection was admitted by the connection limits
 
     @property
     def authenticating(self) -> bool:
@@ -88,6 +89,9 @@ class Connection:
             self._dispatch(event)
         except Fault as fault:
             self._close(fault.reason, fault.side)
+        except Exception as exc:  # a bug: this connection closes, never the gateway
+            log.error("connection core failed", exc_info=exc, extra={"event": "core_error"})
+            self._close(f"internal error: {type(exc).__name__}", "gateway")
         if self.state not in allowed:
             reason = f"{before.value} -> {self.state.value} on {type(event).__name__}"
             log.error("connection core: illegal transition %s", reason,
@@ -127,9 +131,10 @@ class Connection:
         quotas = self.services.quotas
         if quotas is not None:
             refused = quotas.connection_opened(host)
-            if refused is not None:
+            if refused is not None:  # never counted: closing it frees no place
                 self._close(f"connection limit: {refused}", "client")
                 return
+            self._counted = True
         self._settle()
         if self.session.auth is not None and self.services.auth_timeout_s > 0:
             self._out.append(cmd.StartTimer(AUTH_DEADLINE, self.services.auth_timeout_s))
@@ -143,11 +148,11 @@ class Connection:
     def _closed(self) -> None:
         if self.state is CLOSED:
             return
-        opened = bool(self.host)
         self.state = CLOSED
         self._held.clear()
         quotas = self.services.quotas
-        if quotas is not None and opened:
+        if quotas is not None and self._counted:
+            self._counted = False
             quotas.connection_closed(self.host, self._tenant)
 
     def _drain(self) -> None:

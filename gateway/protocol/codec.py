@@ -95,7 +95,8 @@ def parse_request_head(data: Data) -> RequestHead:
 def _read_exact(cls: type[E], data: Data, offset: int, what: str, strict: bool = True) -> E:
     try:
         entity, size = entity_reader(cls)(data, offset)
-    except (DecodeError, ValueError, UnicodeDecodeError) as exc:
+    except (DecodeError, ValueError, UnicodeDecodeError, KeyError) as exc:
+        # KeyError: kio knows no such tagged field (Kafka would skip it; kio cannot)
         raise ProtocolError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from None
     if strict and offset + size != len(data):
         raise ProtocolError(f"{what} has {len(data) - offset - size} trailing bytes")

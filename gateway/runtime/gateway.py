@@ -29,8 +29,8 @@ from ..upstream.client import BrokerClient, BrokerUnavailable
 from ..upstream.identity import UpstreamIdentity
 from ..upstream.provision import AdminUnavailable
 from .listeners import ListenerSet
-from .loops import idle_loop, refresh_loop, revalidate_loop
 from .sessions import new_session
+from .supervisor import Supervisor, start_background
 from .upstream import UpstreamLogin, UpstreamRefused
 
 if TYPE_CHECKING:
@@ -107,10 +107,9 @@ class Gateway:
         )
         self.listeners = [ListenerSet(self, lst) for lst in config.listeners]
         self.connections: set[ClientConnection] = set()
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.supervisor = Supervisor()
         self.stopping = False
         self.cluster_reachable = False
-        self._stop = asyncio.Event()
         self._drained = asyncio.Event()
         self.api_versions = ApiVersionsCache(
             self._fetch_api_versions, config.upstream.metadata_refresh_s
@@ -215,27 +214,15 @@ class Gateway:
             material.reload("SIGHUP")
 
     def spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Create a task that is named, referenced until done, and logged if it fails."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self.tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error(
-                "task failed",
-                exc_info=task.exception(),
-                extra={"event": "task_failed", "reason": task.get_name()},
-            )
+        """A named, supervised task (``supervisor.Supervisor.spawn``)."""
+        return self.supervisor.spawn(name, coro)
 
     def forget(self, conn: ClientConnection) -> None:
         self.connections.discard(conn)
         if self.stopping and not self.connections:
             self._drained.set()
 
-    def _close_tenants(self, blocked: frozenset[str]) -> None:
+    def close_tenants(self, blocked: frozenset[str]) -> None:
         for conn in list(self.connections):
             if conn.identity.tenant in blocked:
                 conn.close(f"tenant {conn.identity.tenant} is suspended or deleted", "gateway")
@@ -262,11 +249,6 @@ class Gateway:
     async def start(self) -> None:
         for listener in self.listeners:
             await listener.open(None)
-        self.spawn("metadata-refresh", refresh_loop(self))
-        if self.accesslog is not None:
-            self.spawn("accesslog", self.accesslog.run())
-        if self.quotas is not None:
-            self.spawn("quotas", self.quotas.run(self._stop))
         if self.metrics is not None and self.config.metrics is not None:
             checks = {
                 "cluster": lambda: self.cluster_reachable,
@@ -274,46 +256,25 @@ class Gateway:
             }
             self.metrics_server = serve_observability(self.config.metrics, self.metrics, checks)
             await self.metrics_server.start()
-        if self.policy is not None:
-            self.spawn("policy-watch", self.policy.watch(self._stop))
-        else:
+        if self.policy is None:
             log.warning(
                 "authorization is off: every client may do anything the gateway's own identity may",
                 extra={"event": "authorization_off"},
             )
-        if self.tenants is not None:
-            self.spawn("tenant-watch", self.tenants.run(self._stop, self._close_tenants))
-        sasl = self.config.sasl
-        if (
-            self.sasl_server is not None
-            and self.sasl_server.store is not None  # GSSAPI alone: nothing to revoke
-            and sasl is not None
-            and sasl.revalidate_interval_s > 0
-        ):
-            self.spawn("sasl-revalidate", revalidate_loop(self, sasl.revalidate_interval_s))
-        self.spawn("idle-sweeper", idle_loop(self))
-        if self.broker_enforcement is not None:
-            tenants = self.tenants
-
-            def blocked() -> frozenset[str]:
-                return tenants.blocked_tenants if tenants is not None else frozenset()
-
-            self.broker_enforcement.start(self.spawn, self._stop, blocked)
-        for material in self.tls_material():
-            self.spawn(f"tls-watch-{material.name}", material.watch(self._stop))
+        start_background(self)
 
     def request_stop(self) -> None:
-        if not self._stop.is_set():
+        if not self.supervisor.stop.is_set():
             log.info("stop requested", extra={"event": "stop_requested"})
-            self._stop.set()
+            self.supervisor.stop.set()
 
     async def wait_stopped(self) -> None:
-        await self._stop.wait()
+        await self.supervisor.stop.wait()
 
     async def drain(self) -> None:
         """Stop accepting, let in-flight responses reach their clients, then close."""
         self.stopping = True
-        self._stop.set()
+        self.supervisor.stop.set()
         for listener in self.listeners:
             listener.close()
         for conn in list(self.connections):
@@ -329,6 +290,5 @@ class Gateway:
             await self.accesslog.close(5)
         if self.sasl_server is not None:
             await self.sasl_server.close()
-        for task in list(self.tasks):
-            task.cancel()
+        self.supervisor.cancel_all()
         log.info("gateway stopped", extra={"event": "stopped"})

@@ -49,14 +49,14 @@ async def refresh_loop(gateway: Gateway) -> None:
             gateway.cluster_reachable = False
         delay = upstream.metadata_refresh_s if gateway.cluster_reachable else 1.0
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(gateway._stop.wait(), delay)
+            await asyncio.wait_for(gateway.supervisor.stop.wait(), delay)
 
 
 async def idle_loop(gateway: Gateway) -> None:
     idle = gateway.config.limits.idle_timeout_s
     while not gateway.stopping:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(gateway._stop.wait(), min(5.0, idle / 2))
+            await asyncio.wait_for(gateway.supervisor.stop.wait(), min(5.0, idle / 2))
         cutoff = time.monotonic() - idle
         for conn in list(gateway.connections):
             auth = conn.session.auth
@@ -71,7 +71,7 @@ async def revalidate_loop(gateway: Gateway, interval_s: float) -> None:
     revalidation = Revalidation(gateway.sasl_server)
     while not gateway.stopping:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(gateway._stop.wait(), interval_s)
+            await asyncio.wait_for(gateway.supervisor.stop.wait(), interval_s)
         if gateway.stopping:
             return
         try:

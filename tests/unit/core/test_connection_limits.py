@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from gateway.core import Connection
 from gateway.core import commands as cmd
 from gateway.core.events import Closed, Opened
@@ -50,11 +48,6 @@ async def test_closing_a_counted_connection_frees_its_place(
     assert b.handle(Opened(HOST)) == [] and b.state is State.OPEN
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: Connection._opened sets host before connection_opened, so _closed "
-    "un-counts a connection the limiter refused (gateway/core/connection.py)",
-)
 async def test_a_refused_connection_does_not_free_the_place_of_an_open_one(
     tmp_path: Path, make_authorizer: MakeAuthorizer
 ) -> None:

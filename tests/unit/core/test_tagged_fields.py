@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from gateway.core import commands as cmd
 from gateway.core.events import Opened, RequestFrames, ResponseFrames
 from gateway.protocol.framing import frame
@@ -31,12 +29,6 @@ def test_the_tag_takes_the_place_of_the_empty_tag_section() -> None:
     assert with_unknown_tag(b"\x00\x00\x00\x02\x07\x00")[4:] == b"\x07" + UNKNOWN_TAG
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="core bug: codec._read_exact lets kio's KeyError for an unknown tag escape "
-    "(gateway/protocol/codec.py), and Connection.handle only catches Fault",
-)
 async def test_a_request_with_an_unknown_tag_never_raises_out_of_the_core(
     tmp_path: Path, make_authorizer: MakeAuthorizer
 ) -> None:
@@ -48,12 +40,6 @@ async def test_a_request_with_an_unknown_tag_never_raises_out_of_the_core(
     assert forwarded or (closed and closed[0].side == "client")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="core bug: a broker response with an unknown tag raises KeyError out of "
-    "Session.on_response (gateway/protocol/codec.py _read_exact)",
-)
 async def test_a_response_with_an_unknown_tag_never_raises_out_of_the_core(
     tmp_path: Path, make_authorizer: MakeAuthorizer
 ) -> None:
