@@ -16,10 +16,10 @@ from ..slots import NEXT, Outcome, Request, Slot
 from .units import is_replica
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..stage_api import Connection
 
 
-def fetch_sessions(session: Session, request: Request) -> Outcome:
+def fetch_sessions(session: Connection, request: Request) -> Outcome:
     sessions = session.fetch_sessions
     if request.key != apis.FETCH or sessions is None:
         return NEXT

@@ -17,10 +17,10 @@ from ..slots import NEXT, Fault, Outcome, PendingWork, Request, Slot
 from .verdict import PASS, Verdict
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..stage_api import Connection
 
 
-def authorize(session: Session, request: Request) -> Outcome:
+def authorize(session: Connection, request: Request) -> Outcome:
     key, version = request.key, request.version
     enforcer, admin = session.enforcer, session.admin
     administered = admin is not None and key in admin.api_keys
@@ -52,7 +52,7 @@ def authorize(session: Session, request: Request) -> Outcome:
 
 
 def carry_out(
-    session: Session,
+    session: Connection,
     verdict: Verdict,
     request: Request,
     body_offset: int,
@@ -85,7 +85,7 @@ def carry_out(
     return out
 
 
-def finish_work(session: Session, outcome: object) -> bytes | None:
+def finish_work(session: Connection, outcome: object) -> bytes | None:
     """The core ran ``pending_work`` (``outcome``: its result, or the exception it
     raised): answer in the request's place, or return the frame to forward."""
     work = session.pending_work

@@ -9,10 +9,10 @@ from ..slots import NEXT, Fault, Outcome, Request
 from .chain import Rejected
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..stage_api import Connection
 
 
-def run_filters(session: Session, request: Request) -> Outcome:
+def run_filters(session: Connection, request: Request) -> Outcome:
     chain = session.filters
     assert chain is not None
     if not chain.wants(request.key):

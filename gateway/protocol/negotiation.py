@@ -17,12 +17,12 @@ from .codec import ProtocolError
 from .refusal import refuse_version
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..stage_api import Connection
 
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate (sasl.connection)
 
 
-def negotiate(session: Session, request: Request) -> Outcome:
+def negotiate(session: Connection, request: Request) -> Outcome:
     key, version, correlation_id = request.key, request.version, request.correlation_id
     if key == apis.API_VERSIONS:
         own = apis.gateway_apis()[apis.API_VERSIONS]

@@ -17,11 +17,11 @@ from ..slots import NEXT, Fault, Outcome, Request, Slot
 from .connection import SASL_APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..stage_api import Connection
     from .base import Step
 
 
-def authenticate(session: Session, request: Request) -> Outcome:
+def authenticate(session: Connection, request: Request) -> Outcome:
     auth = session.auth
     assert auth is not None
     key = request.key
@@ -48,7 +48,7 @@ def authenticate(session: Session, request: Request) -> Outcome:
     return None
 
 
-def finish_step(session: Session, step: Step) -> None:
+def finish_step(session: Connection, step: Step) -> None:
     """The core ran ``pending_step``: its answer takes the request's place."""
     auth, pending, slot = session.auth, session.pending_step, session.step_slot
     assert auth is not None and pending is not None and slot is not None
