@@ -302,5 +302,8 @@ class Session:
 
     def take_discovered(self) -> list[int]:
         """Brokers this connection's responses revealed first (they need listeners)."""
-        found, self._addresses.discovered = self._addresses.discovered, []
+        found = self._addresses.discovered
+        if not found:
+            return found  # the usual case: no new list per response
+        self._addresses.discovered = []
         return found

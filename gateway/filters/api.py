@@ -77,6 +77,7 @@ class _Call:
 
     __slots__ = (
         "_body", "_decode", "_replaced", "api_key", "api_version", "context", "correlation_id",
+        "rejection",
     )  # fmt: skip
 
     def __init__(
@@ -94,6 +95,7 @@ class _Call:
         self._decode = decode
         self._body: Any = None
         self._replaced = False
+        self.rejection: tuple[int, str | None] | None = None  # ``RequestCall.reject``
 
     @property
     def api_name(self) -> str:
@@ -134,18 +136,7 @@ class _Call:
 class RequestCall(_Call):
     """One client request on its way to the broker."""
 
-    __slots__ = ("rejection",)
-
-    def __init__(
-        self,
-        api_key: int,
-        api_version: int,
-        correlation_id: int,
-        context: FilterContext,
-        decode: Any,
-    ) -> None:
-        super().__init__(api_key, api_version, correlation_id, context, decode)
-        self.rejection: tuple[int, str | None] | None = None
+    __slots__ = ()
 
     def reject(self, error_code: int, message: str | None = None) -> None:
         """Answer the client with ``error_code`` (a Kafka error code) on every entry of the
