@@ -26,6 +26,7 @@ from ..enforcement.acl_admin import ACL_APIS
 from ..enforcement.resources import RESOURCE_FIELDS
 from ..enforcement.units import AUTHZ_HIDDEN, AUTHZ_MAX_VERSION, UNITS
 from ..protocol import apis
+from ..protocol.refusal import ENTRIES
 from ..quotas.kafka_messages import CLIENT_QUOTA_APIS
 from ..quotas.licence_apis import LICENCE_APIS
 from ..sasl.connection import SASL_APIS
@@ -62,6 +63,7 @@ class ApiEntry:
     versions: tuple[int, int] | None  # offered with authorization on (None: not offered)
     authorization: str  # how it is authorized
     resources: Mapping[str, str]  # request field -> how it is handled (resources.py)
+    denials: str  # how denied parts come back (the refusal table's entries)
     local: str | None  # answered from the gateway's own store, if so
     rewrites_addresses: bool
     charges: tuple[str, ...]  # quota charges
@@ -85,6 +87,14 @@ def _authorization(key: int) -> str:
     cap = AUTHZ_MAX_VERSION.get(key)
     capped = f"; versions above v{cap} not offered" if cap is not None else ""
     return f"unit `{name}` (enforcement/units.py){capped}"
+
+
+def _denials(key: int) -> str:
+    rows = ENTRIES.get(key, ())
+    if not rows:
+        return "whole request: the error at the top level"
+    lists = ", ".join(f"`{row.request}` → `{row.response}`" for row in rows)
+    return f"per entry ({lists}): denied entries get the error, the rest the broker's answer"
 
 
 def _local(key: int) -> str | None:
@@ -127,6 +137,7 @@ def registry() -> Mapping[int, ApiEntry]:
             versions=None if offered is None else (offered.min_version, offered.max_version),
             authorization=_authorization(key),
             resources=RESOURCE_FIELDS.get(key, {}),
+            denials=_denials(key),
             local=_local(key),
             rewrites_addresses=key in REWRITERS,
             charges=_charges(key),
@@ -161,6 +172,7 @@ def markdown() -> str:
             "",
             f"- offered with authorization on: {versions}",
             f"- authorization: {entry.authorization}",
+            f"- partial denials: {entry.denials}",
         ]
         if entry.local:
             lines.append(f"- answered by the gateway: {entry.local}")
