@@ -20,6 +20,8 @@ class ClientIdentity:
     tls_version: str | None = None
     tls_cipher: str | None = None
     cert_subject: str | None = None
+    cert_serial: int | None = None  # with cert_issuer: which certificate, for revocation
+    cert_issuer: str | None = None  # the issuer's DN, RFC 4514
     sasl_mechanism: str | None = None
     api_key_id: str | None = None
     tenant: str | None = None

@@ -33,6 +33,8 @@ CONTEXT_KEYS = (
     "cipher",
     "sni",
     "subject",
+    "serial",
+    "issuer",
     "fingerprint",
     "outcome",
     "mechanism",

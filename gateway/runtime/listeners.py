@@ -10,7 +10,9 @@ from ..addresses.sni import SniPublicMap
 from ..addresses.topology import PublicMap
 from ..config import ListenerConfig
 from ..tls.accept import TlsAcceptor
+from ..tls.material import Material
 from .client import ClientConnection
+from .revoked_certs import close_revoked_certificates
 
 if TYPE_CHECKING:
     from .gateway import Gateway
@@ -34,8 +36,14 @@ class ListenerSet:
             if config.tls is not None
             else None
         )
+        if self.tls is not None and self.tls.config.client_auth != "none":
+            self.tls.material.on_reload.append(self._tls_reloaded)
         self.servers: dict[int | None, asyncio.Server] = {}
         self._opening: set[int] = set()
+
+    def _tls_reloaded(self, material: Material) -> None:
+        """New CRLs (or CAs): established connections of revoked certificates close."""
+        close_revoked_certificates(self.gateway, self, material)
 
     def bind_port(self, node_id: int | None) -> int:
         if node_id is None or self.config.broker_port_base is None:

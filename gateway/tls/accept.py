@@ -22,6 +22,7 @@ from .layer import Established, HandshakeFailed, ServerTls, TlsError, on_sni
 from .material import server_material
 from .principal import NoPrincipal, parse_rules, principal_of
 from .reloader import Reloadable
+from .revocation import CertRef, revoked_among
 from .settings import ListenerTlsConfig, SniConfig
 
 log = logging.getLogger("kgw.tls")
@@ -100,6 +101,7 @@ class TlsServerProtocol(asyncio.Protocol):
         self.app: TlsTransport | None = None
         self.peer = "?"
         self.done = False  # refused, timed out or lost
+        self._generation = 0  # of the material the handshake runs with
         self._timer: asyncio.TimerHandle | None = None
 
     def _extra(self, event: str, **more: Any) -> dict[str, Any]:
@@ -118,6 +120,7 @@ class TlsServerProtocol(asyncio.Protocol):
         peer = raw.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
+        self._generation = self.acceptor.material.generation
         self.tls = ServerTls(self.acceptor.material.context, self.acceptor.sni_allowed)
         self._timer = asyncio.get_running_loop().call_later(
             self.acceptor.config.handshake_timeout_s, self._handshake_timeout
@@ -183,9 +186,14 @@ class TlsServerProtocol(asyncio.Protocol):
             self._refuse("principal_unmapped", str(exc))
             return False
         cert = established.peer_certificate
+        ref = CertRef.of(cert) if cert is not None else None
+        if ref is not None and self._revoked_meanwhile(ref):
+            return False
         identity.tls_version = established.version
         identity.tls_cipher = established.cipher
-        identity.cert_subject = cert.subject.rfc4514_string() if cert is not None else None
+        if ref is not None:
+            identity.cert_subject, identity.cert_serial = ref.subject, ref.serial
+            identity.cert_issuer = ref.issuer
         if principal is not None:
             identity.principal = principal
         if self.acceptor.sni is not None:
@@ -207,6 +215,18 @@ class TlsServerProtocol(asyncio.Protocol):
         self.inner.connection_made(self.app)
         if not self.app.is_closing():
             self.inner.tls_done(None)
+        return True
+
+    def _revoked_meanwhile(self, ref: CertRef) -> bool:
+        """A CRL loaded while this handshake ran (with the previous context) revokes the
+        certificate: refused as the handshake would have been, since the sweep of
+        established connections at that reload could not see this one."""
+        material = self.acceptor.material
+        if material.generation == self._generation:
+            return False
+        if not revoked_among([ref], material.material.crls):
+            return False
+        self._refuse("cert_revoked", "client certificate refused: certificate revoked")
         return True
 
     def _refuse(self, reason: str, detail: str) -> None:

@@ -20,6 +20,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from .ciphersuites import CipherSuiteError, set_tls13_ciphersuites
 from .settings import ListenerTlsConfig, TlsVersion, UpstreamTlsConfig
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -37,6 +38,7 @@ class Material:
     fingerprint: str | None  # SHA-256 of the own certificate (None: no own certificate)
     not_after: datetime.datetime | None
     expiring: list[str]  # "what expires when", for items near their end
+    crls: tuple[x509.CertificateRevocationList, ...] = ()  # the client CAs' CRLs, verified
 
 
 def _now() -> datetime.datetime:
@@ -165,6 +167,11 @@ def fingerprint(cert: x509.Certificate) -> str:
 def server_material(config: ListenerTlsConfig, warn_days: float = 14) -> Material:
     """A server-side context for one listener, from its files as they are now."""
     context = _new_context(ssl.Purpose.CLIENT_AUTH, config.min_version, config.ciphers, True)
+    if config.tls13_ciphersuites is not None:
+        try:
+            set_tls13_ciphersuites(context, config.tls13_ciphersuites)
+        except CipherSuiteError as exc:
+            raise MaterialError(f"tls13_ciphersuites: {exc}") from None
     leaf = _load_own_pair(context, config.cert_file, config.key_file, config.key_password_file)
     expiring = _expiring(leaf, f"certificate {config.cert_file}", warn_days)
     context.verify_mode = {
@@ -172,7 +179,7 @@ def server_material(config: ListenerTlsConfig, warn_days: float = 14) -> Materia
         "requested": ssl.CERT_OPTIONAL,
         "required": ssl.CERT_REQUIRED,
     }[config.client_auth]
-    with_crl = False
+    crls: list[x509.CertificateRevocationList] = []
     for ca in config.client_cas:
         cas = load_certificates(ca.ca_file, "ca_file")
         for cert in cas:
@@ -186,10 +193,10 @@ def server_material(config: ListenerTlsConfig, warn_days: float = 14) -> Materia
             ):
                 expiring.append(f"CRL {ca.crl_file} next update {crl.next_update_utc:%Y-%m-%d}")
             _load_verify(context, ca.crl_file, "crl_file")
-            with_crl = True
-    if with_crl:
+            crls.append(crl)
+    if crls:
         context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
-    return Material(context, fingerprint(leaf), leaf.not_valid_after_utc, expiring)
+    return Material(context, fingerprint(leaf), leaf.not_valid_after_utc, expiring, tuple(crls))
 
 
 def client_material(config: UpstreamTlsConfig, warn_days: float = 14) -> Material:

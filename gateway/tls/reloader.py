@@ -5,7 +5,8 @@ swap takes effect for new connections while established ones keep the
 session they negotiated. ``reload()`` runs on SIGHUP; ``watch()`` polls the
 files' identity (inode, size, mtime) and reloads when one changed. A
 replacement that fails validation is logged and ignored: the previous
-material stays in use.
+material stays in use. Callbacks in ``on_reload`` see each new material once it
+is in use (the runtime closes connections whose certificate it revokes).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Reloadable:
         self._build = build
         self._customize = customize
         self._stamp = stamp(files)
+        self.on_reload: list[Callable[[Material], None]] = []
         self.material = self._load()  # MaterialError at start-up stops the gateway
         self.generation = 1
         self._announce("tls_loaded", "TLS material loaded")
@@ -104,6 +106,14 @@ class Reloadable:
         self.material = material
         self.generation += 1
         self._announce("tls_reloaded", f"TLS material reloaded ({trigger})")
+        for callback in list(self.on_reload):
+            try:
+                callback(material)
+            except Exception:  # one subscriber's bug must not stop the others or the watch
+                log.exception(
+                    "TLS reload callback failed",
+                    extra={"event": "tls_reload_callback_failed", "listener": self.name},
+                )
         return True
 
     def check(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .ciphersuites import check_names
 from .principal import RuleError, parse_rules
 
 TlsVersion = Literal["TLSv1.2", "TLSv1.3"]
@@ -24,7 +25,7 @@ DEFAULT_CIPHERS = (
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 )
 """TLS 1.2 suites: forward secret AEAD only (Mozilla's "intermediate" list).
-TLS 1.3 suites are OpenSSL's, all AEAD; Python cannot narrow them."""
+TLS 1.3 suites are OpenSSL's, all AEAD, unless ``tls13_ciphersuites`` narrows them."""
 
 
 class _Strict(BaseModel):
@@ -62,11 +63,19 @@ class ListenerTlsConfig(_Strict):
     key_password_file: Path | None = None
     min_version: TlsVersion = "TLSv1.2"
     ciphers: str = Field(default=DEFAULT_CIPHERS, min_length=1)
+    tls13_ciphersuites: list[str] | None = Field(
+        default=None, examples=[["TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"]]
+    )
     handshake_timeout_s: float = Field(default=10.0, gt=0)
     client_auth: Literal["none", "requested", "required"] = "none"
     client_cas: list[ClientCaConfig] = Field(default_factory=list)
     principal: PrincipalConfig = PrincipalConfig()
     watch_interval_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("tls13_ciphersuites")
+    @classmethod
+    def _check_suites(cls, suites: list[str] | None) -> list[str] | None:
+        return None if suites is None else check_names(suites)
 
     @model_validator(mode="after")
     def _check_client_auth(self) -> ListenerTlsConfig:
