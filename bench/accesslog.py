@@ -99,8 +99,7 @@ class AccessLogBench(Bench):
         return gateway
 
     def logged_records(self) -> int:
-        files = sorted(self.log_path.parent.glob(self.log_path.name + "*"))
-        return sum(1 for path in files for _ in path.open("rb"))
+        return count_records(self.log_path)
 
     def measure(self) -> None:
         s = self.s
@@ -126,6 +125,12 @@ class AccessLogBench(Bench):
             order = TARGETS if r % 2 else TARGETS[::-1]
             for t in order:
                 self.produce("half", r, t, half[(r, t)], s.half_records, rate, gateway=self._gw(t))
+
+
+def count_records(log_path: Path) -> int:
+    """Lines in an access log and its rotated files (``access.log``, ``access.log.1``, …)."""
+    files = sorted(log_path.parent.glob(log_path.name + "*"))
+    return sum(1 for path in files for _ in path.open("rb"))
 
 
 def on_off_ratios(meds: dict[str, dict[str, dict[str, float]]]) -> dict[str, float | None]:

@@ -170,18 +170,22 @@ def _jaas(module: str, username: str, password: str) -> str:
     return f"{module} required username={quoted(username)} password={quoted(password)};"
 
 
-def java_props(path: Path, mechanism: str, username: str, password: str) -> Path:
-    """Client properties for ProducerPerformance/ConsumerPerformance (mode 0600)."""
+def sasl_lines(mechanism: str, username: str, password: str) -> list[str]:
+    """The Java clients' SASL properties (``sasl.mechanism``, ``sasl.jaas.config``)."""
     module = (
         "org.apache.kafka.common.security.plain.PlainLoginModule"
         if mechanism == "PLAIN"
         else "org.apache.kafka.common.security.scram.ScramLoginModule"
     )
-    lines = [
-        "security.protocol=SASL_PLAINTEXT",
+    return [
         f"sasl.mechanism={mechanism}",
         "sasl.jaas.config=" + _jaas(module, username, password).replace("\\", "\\\\"),
     ]
+
+
+def java_props(path: Path, mechanism: str, username: str, password: str) -> Path:
+    """Client properties for ProducerPerformance/ConsumerPerformance (mode 0600)."""
+    lines = ["security.protocol=SASL_PLAINTEXT", *sasl_lines(mechanism, username, password)]
     return _private_file(path, "\n".join(lines) + "\n")
 
 

@@ -61,11 +61,19 @@ class Settings:
     profiler: str | None
 
 
-def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
-    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="~1 minute smoke run")
+def parse_args(
+    argv: list[str] | None,
+    prog: str = "python -m bench.run",
+    description: str = __doc__.split("\n")[0],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> tuple[Settings, argparse.Namespace]:
+    """The settings; ``extra`` adds a harness's own options (in the namespace returned)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 60 000 records, 1 round")
     parser.add_argument("--records", type=int, help="records per full-rate produce run")
-    parser.add_argument("--rounds", type=int, help="direct/gateway pairs per phase (default 2)")
+    parser.add_argument(
+        "--rounds", type=int, help="rounds per phase, every target in each (default 2)"
+    )
     parser.add_argument("--record-size", type=int, default=1024)
     parser.add_argument("--batch-size", type=int, default=16384, help="producer batch.size")
     parser.add_argument("--linger-ms", type=int, default=5)
@@ -73,6 +81,8 @@ def parse_args(argv: list[str] | None) -> tuple[Settings, argparse.Namespace]:
     parser.add_argument("--profiler", choices=["pyinstrument", "cprofile"],
                         help="default: pyinstrument if importable, else cProfile")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    if extra is not None:
+        extra(parser)
     opts = parser.parse_args(argv)
     records = opts.records or (60_000 if opts.quick else 400_000)
     rounds = opts.rounds or (1 if opts.quick else 2)
@@ -107,6 +117,11 @@ class Bench:
         self.runs: list[dict[str, Any]] = []
         self.profile: dict[str, Any] | None = None
         self.stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        # subclasses with other targets: client properties files per target (TLS,
+        # SASL), a prefix for topic and consumer group names (authorization)
+        self.client_props: dict[str, Path] = {}
+        self.topic_prefix = ""
+        self.group_prefix: str | None = None
 
     # -- set-up and tear-down -----------------------------------------------------
 
@@ -155,6 +170,14 @@ class Bench:
 
     # -- single runs --------------------------------------------------------------
 
+    def gateway_for(self, target: str, gateway: GatewayProcess | None) -> GatewayProcess | None:
+        """The gateway whose CPU a run against ``target`` is charged to."""
+        return gateway or self.gateway
+
+    def _config_args(self, target: str, option: str) -> list[str]:
+        props = self.client_props.get(target)
+        return [] if props is None else [option, str(props)]
+
     def bootstrap(self, target: str, gateway: GatewayProcess | None = None) -> str:
         assert self.cluster is not None and self.gateway is not None
         if target == "direct":
@@ -182,7 +205,8 @@ class Bench:
             topic, self.bootstrap(target, gateway), records, self.s.record_size,
             self.s.batch_size, self.s.linger_ms, throughput,
         )  # fmt: skip
-        gw = gateway or self.gateway
+        args += self._config_args(target, "--producer.config")
+        gw = self.gateway_for(target, gateway)
         out, cpu = self._tool("producer-perf", args, gw.pid if gw else None)
         result = perf.parse_producer(out).as_dict()
         return self._record(phase, rnd, target, topic, throughput, result, cpu)
@@ -195,7 +219,10 @@ class Bench:
         args = perf.consumer_args(
             topic, self.bootstrap(target, gateway), wanted, self.s.consume_timeout_ms
         )
-        gw = gateway or self.gateway
+        args += self._config_args(target, "--consumer.config")
+        if self.group_prefix is not None:
+            args += ["--group", f"{self.group_prefix}bench-{phase}-{target}-{rnd}"]
+        gw = self.gateway_for(target, gateway)
         out, cpu = self._tool("consumer-perf", args, gw.pid if gw else None)
         result = perf.parse_consumer(out).as_dict()
         if result["records"] < wanted:
@@ -244,18 +271,16 @@ class Bench:
         if s.profile:
             self.run_profile(produce_topics[(1, "direct")])
 
-    def run_profile(self, consume_topic: str) -> None:
+    def run_profile(self, consume_topic: str, target: str = "gateway") -> None:
         """A separate profiled gateway: one produce run and one consume run through it."""
         assert self.s.profiler is not None
         prefix = self.workdir / "profile" / "window"
         prefix.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.mkdir(parents=True, exist_ok=True)
         profiler = self.s.profiler
-        gateway = self._new_gateway(
-            "gateway-profiled", lambda d, c: ProfiledGateway(d, c, prefix, profiler)
-        )
+        gateway = self._profiled_gateway(lambda d, c: ProfiledGateway(d, c, prefix, profiler))
         assert isinstance(gateway, ProfiledGateway)
-        topic = "bench-profile"
+        topic = f"{self.topic_prefix}bench-profile"
         self.create_topics([topic])
         out: dict[str, Any] = {"profiler": self.s.profiler, "files": {}}
         try:
@@ -263,11 +288,9 @@ class Bench:
             for index, kind in enumerate(("produce", "consume"), start=1):
                 gateway.begin_window()
                 if kind == "produce":
-                    run = self.produce(
-                        "profile", 1, "gateway", topic, self.s.records, gateway=gateway
-                    )
+                    run = self.produce("profile", 1, target, topic, self.s.records, gateway=gateway)
                 else:
-                    run = self.consume("profile", 1, "gateway", consume_topic, gateway=gateway)
+                    run = self.consume("profile", 1, target, consume_topic, gateway=gateway)
                 window = gateway.end_window(index)
                 path = RESULTS / f"profile-{self.stamp}-{kind}.txt"
                 head = f"{describe(run)}\nprofile window: {window}\n"
@@ -278,6 +301,12 @@ class Bench:
             gateway.stop()
         self.profile = out
 
+    def _profiled_gateway(
+        self, factory: Callable[[Path, dict[str, Any]], GatewayProcess]
+    ) -> GatewayProcess:
+        """The gateway ``run_profile`` measures, started with ``factory``."""
+        return self._new_gateway("gateway-profiled", factory)
+
 
 def describe(run: dict[str, Any]) -> str:
     r, c = run["result"], run["cpu"]
@@ -285,7 +314,7 @@ def describe(run: dict[str, Any]) -> str:
         f"gateway {c['gateway_cores']:.2f} cores, brokers {c['brokers_cores']:.2f}, "
         f"machine {c['machine_busy_pct']:.0f}%"
     )
-    head = f"  {run['phase']:<8} r{run['round']} {run['target']:<8}"
+    head = f"  {run['phase']:<8} r{run['round']} {run['target']:<10}"
     if "p99_ms" in r:
         return (
             f"{head} {r['records_per_s']:>10,.0f} rec/s {r['mb_per_s']:>7.2f} MB/s "
@@ -302,14 +331,16 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+def interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def write_results(doc: dict[str, Any], mode: str, stamp: str, failed: bool) -> Path:
-    """``[quick-]<stamp>.json`` and, unless the run failed, ``[quick-]latest.json``."""
+def write_results(doc: dict[str, Any], mode: str, stamp: str, failed: bool, name: str = "") -> Path:
+    """``[name-][quick-]<stamp>.json`` and, unless the run failed, ``[name-][quick-]latest.json``
+    (``failed-`` comes first)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    prefix = ("failed-" if failed else "") + ("quick-" if mode == "quick" else "")
+    prefix = ("failed-" if failed else "") + (f"{name}-" if name else "")
+    prefix += "quick-" if mode == "quick" else ""
     text = json.dumps(doc, indent=2) + "\n"
     copy = RESULTS / f"{prefix}{stamp}.json"
     copy.write_text(text)
@@ -320,25 +351,34 @@ def write_results(doc: dict[str, Any], mode: str, stamp: str, failed: bool) -> P
     return latest
 
 
-def main(argv: list[str] | None = None) -> int:
-    settings, opts = parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    started = time.time()
+def machine_at_start() -> dict[str, Any]:
+    """The machine and how busy it is before anything starts; warns when it is busy."""
     baseline = sysinfo.busy_pct(3.0)
     machine = sysinfo.machine_info(REPO, kafka_dist.java_executable(), kafka_dist.KAFKA_VERSION)
+    machine["busy_pct_before_start"] = baseline
     say(f"machine: {machine['nproc']} CPUs, load average {machine['loadavg_start']}, "
         f"{baseline}% busy before start")  # fmt: skip
     if machine["loadavg_start"][0] > 0.5 * (machine["nproc"] or 1):
         say("warning: the machine is already busy; ratios will be skewed by contention")
-    workdir = Path(tempfile.mkdtemp(prefix="kgw-bench-"))
-    bench = Bench(settings, workdir)
+    return machine
+
+
+def machine_at_end(machine: dict[str, Any]) -> None:
+    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    machine["cpu_pressure_end"] = sysinfo.cpu_pressure()
+
+
+def execute(bench: Bench, keep: bool) -> str | None:
+    """Start and measure, then stop everything and remove ``bench.workdir`` unless
+    ``keep``. Returns the error that ended the run early (None: none); an interrupt
+    (Ctrl-C, SIGTERM) propagates as KeyboardInterrupt once everything is stopped."""
     error: str | None = None
     try:
         bench.start()
         bench.measure()
     except KeyboardInterrupt:
         say("interrupted; cleaning up")
-        return 130
+        raise
     except Exception as exc:  # keep what was measured; report the failure below
         error = f"{type(exc).__name__}: {exc}"
         say(f"error: {error}")
@@ -346,16 +386,27 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         with contextlib.suppress(Exception):
             bench.close()
-        if opts.keep:
-            say(f"kept {workdir}")
+        if keep:
+            say(f"kept {bench.workdir}")
         else:
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(bench.workdir, ignore_errors=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    return error
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, opts = parse_args(argv)
+    signal.signal(signal.SIGTERM, interrupt)
+    started = time.time()
+    machine = machine_at_start()
+    bench = Bench(settings, Path(tempfile.mkdtemp(prefix="kgw-bench-")))
+    try:
+        error = execute(bench, opts.keep)
+    except KeyboardInterrupt:
+        return 130
     meds = report.medians(bench.runs)
     rats = report.ratios(meds)
-    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    machine["cpu_pressure_end"] = sysinfo.cpu_pressure()
-    machine["busy_pct_before_start"] = baseline
+    machine_at_end(machine)
     summary: dict[str, Any] = {
         "medians": meds,
         "ratios": rats,

@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,11 +78,38 @@ class Pki:
     def issued(self, ca: CertificateAuthority, name: str, suffix: str) -> str:
         return str(ca.dir / "issued" / f"{name}.{suffix}")
 
-    def java_props(self, mtls: bool) -> Path:
-        """SSL settings for Kafka's Java tools (truststore PEM, keystore PKCS#12)."""
-        path = self.dir / ("mtls.properties" if mtls else "tls.properties")
+    def broker_props(self) -> dict[str, str]:
+        """The brokers' SSL listener settings: the server certificate, no client auth."""
+        return {
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(self.dir / "server.p12"),
+            "ssl.keystore.password": self.password,
+            "ssl.key.password": self.password,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca.cert_path),
+            "ssl.client.auth": "none",
+        }
+
+    def listener_tls(self, client_auth: str, **settings: Any) -> dict[str, Any]:
+        """A gateway listener's ``tls`` section: the server certificate; client
+        certificates from the tenant CA when ``client_auth`` asks for them."""
+        return {
+            "cert_file": self.issued(self.ca, "server", "pem"),
+            "key_file": self.issued(self.ca, "server", "key"),
+            "client_auth": client_auth,
+            "client_cas": [{"ca_file": str(self.tenant.cert_path)}],
+            **settings,
+        }
+
+    def java_props(
+        self, mtls: bool, extra: Sequence[str] = (), name: str | None = None,
+        protocol: str = "SSL",
+    ) -> Path:  # fmt: skip
+        """SSL settings for Kafka's Java tools (truststore PEM, keystore PKCS#12), then
+        ``extra`` lines, in ``name`` (mode 0600: the lines may hold a password)."""
+        path = self.dir / (name or ("mtls.properties" if mtls else "tls.properties"))
         lines = [
-            "security.protocol=SSL",
+            f"security.protocol={protocol}",
             "ssl.truststore.type=PEM",
             f"ssl.truststore.location={self.ca.cert_path}",
         ]
@@ -92,7 +120,8 @@ class Pki:
                 f"ssl.keystore.password={self.password}",
                 f"ssl.key.password={self.password}",
             ]
-        path.write_text("\n".join(lines) + "\n")
+        path.touch(mode=0o600)
+        path.write_text("\n".join([*lines, *extra]) + "\n")
         return path
 
 
@@ -111,15 +140,7 @@ class Bench:
         props: dict[str, str] = {}
         probe: dict[str, str] = {}
         if ssl:
-            props = {
-                "ssl.keystore.type": "PKCS12",
-                "ssl.keystore.location": str(self.pki.dir / "server.p12"),
-                "ssl.keystore.password": self.pki.password,
-                "ssl.key.password": self.pki.password,
-                "ssl.truststore.type": "PEM",
-                "ssl.truststore.location": str(self.pki.ca.cert_path),
-                "ssl.client.auth": "none",
-            }
+            props = self.pki.broker_props()
             probe = {"security.protocol": "SSL", "ssl.ca.location": str(self.pki.ca.cert_path)}
         name = "kafka-ssl" if ssl else "kafka"
         say(f"starting a {self.a.nodes}-node {'SSL-only' if ssl else 'plaintext'} cluster")
@@ -138,12 +159,7 @@ class Bench:
             "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
         }  # fmt: skip
         if client_auth is not None:
-            listener["tls"] = {
-                "cert_file": self.pki.issued(self.pki.ca, "server", "pem"),
-                "key_file": self.pki.issued(self.pki.ca, "server", "key"),
-                "client_auth": client_auth,
-                "client_cas": [{"ca_file": str(self.pki.tenant.cert_path)}],
-            }
+            listener["tls"] = self.pki.listener_tls(client_auth)
         config = dev_config(
             cluster.bootstrap_servers, bootstrap, base, listeners=[listener],
             logging={"level": "WARNING", "format": "json"},

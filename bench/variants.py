@@ -11,7 +11,8 @@ printed and written to ``bench/results/<name>-latest.json`` plus a timestamped c
 
 Used by ``bench.authz`` (authorization on vs off), ``bench.quotas`` and
 ``bench.identities`` (a SASL cluster: ``cluster_factory``, a second listener the load
-tools use, ``client_props`` per target); see bench/README.md.
+tools use, ``client_props`` per target); ``start_variant`` and ``client_bootstrap`` also
+by ``bench.fullstack``; see bench/README.md.
 """
 
 from __future__ import annotations
@@ -69,6 +70,36 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
 
 
 ClusterFactory = Callable[[Path, int], KafkaCluster]
+GatewayFactory = Callable[[Path, dict[str, Any]], GatewayProcess]
+
+
+def start_variant(
+    upstream: str, workdir: Path, variant: Variant, nodes: int,
+    factory: GatewayFactory = GatewayProcess,
+) -> GatewayProcess:  # fmt: skip
+    """Start ``variant``'s gateway in front of ``upstream`` (bootstrap servers) and wait
+    until its first listener serves the ``nodes`` brokers; ``factory`` makes the process."""
+    bootstrap, base = pick_ports()
+    config = dev_config(
+        upstream, bootstrap, base,
+        logging={"level": "WARNING", "format": "json"}, **variant.sections,
+    )  # fmt: skip
+    config["listeners"][0].update(variant.listener)
+    config["listeners"] += variant.extra_listeners
+    gw = factory(workdir / variant.name, config)
+    try:
+        gw.start(expected_brokers=nodes)
+    except BaseException:
+        gw.stop()
+        raise
+    say(f"gateway {variant.name}: {client_bootstrap(gw, variant)}")
+    return gw
+
+
+def client_bootstrap(gw: GatewayProcess, variant: Variant) -> str:
+    """Where the load tools connect: the variant's ``client_listener``."""
+    listener = gw.config["listeners"][variant.client_listener]
+    return f"{listener['advertised_host']}:{listener['bootstrap_port']}"
 
 
 class VariantBench:
@@ -120,21 +151,7 @@ class VariantBench:
 
     def _gateway(self, variant: Variant) -> GatewayProcess:
         assert self.cluster is not None
-        bootstrap, base = pick_ports()
-        config = dev_config(
-            self.cluster.bootstrap_servers, bootstrap, base,
-            logging={"level": "WARNING", "format": "json"}, **variant.sections,
-        )  # fmt: skip
-        config["listeners"][0].update(variant.listener)
-        config["listeners"] += variant.extra_listeners
-        gw = GatewayProcess(self.workdir / variant.name, config)
-        try:
-            gw.start(expected_brokers=self.a.nodes)
-        except BaseException:
-            gw.stop()
-            raise
-        say(f"gateway {variant.name}: {gw.bootstrap}")
-        return gw
+        return start_variant(self.cluster.bootstrap_servers, self.workdir, variant, self.a.nodes)
 
     def create_topics(self, names: list[str]) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -154,9 +171,7 @@ class VariantBench:
         gw = self.gateways.get(target)
         if gw is None:
             return self.cluster.bootstrap_servers
-        index = next(v.client_listener for v in self.variants if v.name == target)
-        listener = gw.config["listeners"][index]
-        return f"{listener['advertised_host']}:{listener['bootstrap_port']}"
+        return client_bootstrap(gw, next(v for v in self.variants if v.name == target))
 
     def _config_args(self, target: str, option: str) -> list[str]:
         props = self.client_props.get(target)
@@ -274,6 +289,7 @@ def ratios(
             out[f"{a}/{b}"] = {
                 key: round(summary[a][key] / summary[b][key], 3) if summary[b][key] else 0.0
                 for key in summary[a]
+                if key in summary[b]
             }
     return out
 

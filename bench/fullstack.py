@@ -1,0 +1,509 @@
+"""Full-stack benchmark (issue 16): what a production tenant listener costs, in one run.
+
+``python -m bench.fullstack [--quick] [--records N] [--rounds N] [--profile]`` starts
+one 3-node Kafka cluster whose brokers have a PLAINTEXT listener (inter-broker
+traffic) and an SSL listener (TLS 1.3, the server certificate from ``gateway.tls.ca``),
+a redis-server and four gateways, then measures six targets, whose order rotates
+from round to round:
+
+- ``direct``       the brokers' PLAINTEXT listener
+- ``direct-tls``   the brokers' SSL listener, the clients' TLS settings as below
+- ``gateway``      the gateway, plaintext both sides, nothing enabled
+- ``gateway-tls``  the gateway's TLS 1.3 listener, nothing else enabled
+- ``full-scram``   TLS 1.3 + SASL SCRAM-SHA-512 (credential store made at run time) +
+                   authorization (``bench.authz``'s policy: >= 10,000 lines, hundreds
+                   of tenants) + quotas in Redis charged on every request, far above
+                   what the machine reaches + the access log to rotating files
+- ``full-mtls``    the same with client certificates (mTLS) instead of SCRAM
+
+Phases, as in ``bench.run``: a warm-up per target (not counted), produce at full
+rate, consume (fetch-phase MB/s) from what ``direct`` wrote in round 1, then
+produce paced at half and at a quarter of the direct plaintext max rate (p99). The
+gateways' CPU time (``/proc``) over the payload bytes moved gives CPU seconds per
+GB. Prints medians, the ratios of the same run and issue 16's targets, warns when
+the machine was contended, and writes ``bench/results/fullstack-<stamp>.json`` and
+``fullstack-latest.json`` (``fullstack-quick-*`` for ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: bench/fullstack.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import authz, report
+from bench.accesslog import count_records
+from bench.identities import sasl_lines
+from bench.quotas import UNREACHABLE, _grant
+from bench.run import (
+    NODES,
+    REPO,
+    Bench,
+    Settings,
+    execute,
+    interrupt,
+    machine_at_end,
+    machine_at_start,
+    parse_args,
+    say,
+    write_results,
+)
+from bench.tls import Pki
+from bench.variants import (
+    GatewayFactory,
+    Variant,
+    client_bootstrap,
+    ratios,
+    start_variant,
+)
+from gateway.credentials import CredentialStore
+from gateway.credentials.file_backend import FileBackend
+from gateway.devstack import kafka_dist
+from gateway.devstack.gateway_proc import GatewayProcess, pick_ports
+from gateway.devstack.kafka_cluster import KafkaCluster, NodeSpec
+from gateway.devstack.nodes import free_ports
+from gateway.quotas.store import RedisQuotaStore
+from tests.redis_server import RedisServer
+
+TARGETS = ("direct", "direct-tls", "gateway", "gateway-tls", "full-scram", "full-mtls")
+FULL = ("full-scram", "full-mtls")
+OPERATOR = "User:dev-admin"  # the gateways' plaintext readiness listener, a super user
+USER = authz.PRINCIPAL.removeprefix("User:")  # the SCRAM user and the mTLS principal
+TLS13 = ["ssl.enabled.protocols=TLSv1.3", "ssl.protocol=TLSv1.3"]
+GB = 1e9
+PAIRS = [
+    ("full-scram", "direct-tls"),
+    ("full-mtls", "direct-tls"),
+    ("full-scram", "direct"),
+    ("full-mtls", "direct"),
+    ("full-scram", "gateway-tls"),
+    ("full-mtls", "gateway-tls"),
+    ("full-scram", "gateway"),
+    ("gateway-tls", "gateway"),
+    ("gateway", "direct"),
+    ("direct-tls", "direct"),
+]
+PRODUCE_MIN, CONSUME_MIN = 0.95, 0.90  # full stack / direct TLS
+FULL_CPU_MAX, TLS_CPU_MAX = 1.5, 1.3  # CPU/GB: full / TLS-only, TLS-only / plain gateway
+P99_ADDED_MAX_MS = 5.0  # full stack over the plain gateway, at a quarter of the direct rate
+
+
+class TlsListenerCluster(KafkaCluster):
+    """A plaintext cluster whose brokers also have an SSL listener for clients."""
+
+    def __init__(self, workdir: Path, nodes: int, pki: Pki) -> None:
+        props = pki.broker_props() | {"ssl.enabled.protocols": "TLSv1.3", "ssl.protocol": "TLSv1.3"}
+        super().__init__(workdir, nodes=nodes, extra_broker_props=props)
+        taken = {port for n in self.nodes.values() for port in (n.port, n.controller_port)}
+        ports = [p for p in free_ports(self.host, nodes + len(taken)) if p not in taken]
+        self.ssl_ports = dict(zip(self.nodes, ports[:nodes], strict=True))
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return ",".join(f"{self.host}:{self.ssl_ports[i]}" for i in sorted(self.nodes))
+
+    def _properties(self, node: NodeSpec) -> dict[str, str]:
+        props = super()._properties(node)
+        ssl = f"SSL://{self.host}:{self.ssl_ports[node.node_id]}"
+        props["listeners"] += f",{ssl}"
+        props["advertised.listeners"] += f",{ssl}"
+        props["listener.security.protocol.map"] += ",SSL:SSL"
+        return props
+
+
+def _listener(name: str, tls: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    bootstrap, base = pick_ports()
+    return {
+        "name": name, "bind_host": "127.0.0.1", "bootstrap_port": bootstrap,
+        "broker_port_base": base, "advertised_host": "127.0.0.1", "max_node_id": 16,
+        "tls": tls, **settings,
+    }  # fmt: skip
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenants", type=int, default=540,
+                        help="tenants in the policy (540: about 10,260 lines)")  # fmt: skip
+    parser.add_argument("--filler-topics", type=int, help="extra topics (300; quick 60)")
+
+
+class FullStackBench(Bench):
+    """``bench.run``'s phases over the six targets; ``self.gateway`` is the plain one."""
+
+    def __init__(self, settings: Settings, workdir: Path, opts: argparse.Namespace) -> None:
+        super().__init__(settings, workdir)
+        self.opts = opts
+        self.pki = Pki.create(workdir / "pki")
+        self.policy = authz.policy_lines(opts.tenants)
+        self.variants: dict[str, Variant] = {}
+        self.gateways: dict[str, GatewayProcess] = {}
+        self.redis: RedisServer | None = None
+        self.topic_prefix = self.group_prefix = authz.prefix(0)
+        self.access_log_records: dict[str, int] = {}
+        self.filler_topics: int | None = None
+
+    # -- set-up and tear-down -----------------------------------------------------------
+
+    def start(self) -> None:
+        say(f"starting a {NODES}-node Kafka {kafka_dist.KAFKA_VERSION} cluster (PLAINTEXT + "
+            f"SSL listeners) in {self.workdir}")  # fmt: skip
+        cluster = TlsListenerCluster(self.workdir / "kafka", NODES, self.pki)
+        self.cluster = cluster
+        cluster.start()
+        self.redis = RedisServer(self.workdir)
+        self.redis.start()
+        _grant(RedisQuotaStore(self.redis.url, "kgw:bench:"))
+        password = secrets.token_urlsafe(24)
+        asyncio.run(self._scram_user(password))
+        self._write_policy()
+        self.variants = self._variants()
+        for name, variant in self.variants.items():
+            self.gateways[name] = start_variant(
+                cluster.bootstrap_servers, self.workdir, variant, NODES
+            )
+        self.gateway = self.gateways["gateway"]
+        tls = self.pki.java_props(mtls=False, extra=TLS13, name="tls.properties")
+        self.client_props = {
+            "direct-tls": tls,
+            "gateway-tls": tls,
+            "full-scram": self.pki.java_props(
+                mtls=False, name="scram.properties", protocol="SASL_SSL",
+                extra=[*TLS13, *sasl_lines("SCRAM-SHA-512", USER, password)],
+            ),
+            "full-mtls": self.pki.java_props(mtls=True, extra=TLS13, name="mtls.properties"),
+        }  # fmt: skip
+        self._filler_topics()
+
+    async def _scram_user(self, password: str) -> None:
+        store = CredentialStore(FileBackend(self.workdir / "credentials.json"))
+        try:
+            await store.put_scram(USER, "SCRAM-SHA-512", password, iterations=8192, actor="bench")
+        finally:
+            await store.close()
+
+    def _write_policy(self) -> None:
+        policies = self.workdir / "policies"
+        policies.mkdir()
+        shutil.copy(REPO / "policies" / "model.conf", policies / "model.conf")
+        (policies / "policy.csv").write_text("\n".join(self.policy) + "\n")
+        say(f"policy: {len(self.policy)} lines for {self.opts.tenants} tenants")
+
+    def _full_sections(self, name: str, scram: bool) -> dict[str, Any]:
+        assert self.redis is not None
+        access = self.workdir / name / "access" / "access.log"
+        sections: dict[str, Any] = {
+            "authorization": {
+                "policy_dir": str(self.workdir / "policies"), "super_users": [OPERATOR],
+            },
+            "quotas": {"redis_url": self.redis.url, "key_prefix": "kgw:bench:"},
+            "accesslog": {"path": str(access), "max_bytes": 256 * 1024 * 1024, "max_files": 4},
+        }  # fmt: skip
+        if scram:
+            store = {"file": str(self.workdir / "credentials.json")}
+            sections["sasl"] = {"mechanisms": ["SCRAM-SHA-512"], "credential_store": store}
+        return sections
+
+    def _variants(self) -> dict[str, Variant]:
+        tls13 = {"min_version": "TLSv1.3"}
+        # the certificate's subject becomes the same principal the SCRAM user has
+        mapped = {"principal": {"rules": [f"RULE:^.*CN=bench-client.*$/{USER}/"]}}
+        probe = {"principal": OPERATOR}
+        out = [
+            Variant("gateway"),
+            Variant("gateway-tls", {}, probe,
+                    [_listener("tls", self.pki.listener_tls("none", **tls13))], 1),
+            Variant("full-scram", self._full_sections("full-scram", scram=True), probe,
+                    [_listener("tenants", self.pki.listener_tls("none", **tls13),
+                               authentication="sasl")], 1),
+            Variant("full-mtls", self._full_sections("full-mtls", scram=False), probe,
+                    [_listener("tenants", self.pki.listener_tls("required", **tls13, **mapped))],
+                    1),
+        ]  # fmt: skip
+        return {variant.name: variant for variant in out}
+
+    def _filler_topics(self) -> None:
+        count = self.opts.filler_topics
+        if count is None:
+            count = 60 if self.s.mode == "quick" else 300
+        self.filler_topics = count
+        if count:
+            say(f"creating {count} filler topics (the cluster's metadata, as bench.authz)")
+            names = [f"{authz.prefix(i % self.opts.tenants)}filler-{i}" for i in range(count)]
+            self.create_topics(names)
+
+    def close(self) -> None:
+        for name, gw in self.gateways.items():
+            if gw is not self.gateway:
+                code = gw.stop()
+                if code not in (0, None, -signal.SIGTERM, -signal.SIGINT):
+                    say(f"gateway {name} exited with {code}; log tail:\n{gw.log_tail()}")
+        super().close()
+        if self.redis is not None:
+            self.redis.stop()
+
+    def create_topics(self, names: list[str]) -> None:
+        """Then waits until every broker knows a leader for every new partition. Without
+        this wait, the first run on a busy machine had the warm-up producer stall on one
+        fresh partition (the leader answered OutOfOrderSequenceException to every retry
+        until delivery.timeout.ms); producing into settled partitions has not stalled since."""
+        from confluent_kafka.admin import AdminClient
+
+        super().create_topics(names)
+        assert self.cluster is not None
+        deadline = time.monotonic() + 60
+        for host, port in self.cluster.brokers.values():
+            admin = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+            while True:
+                known = admin.list_topics(timeout=10).topics
+                if all(
+                    name in known and known[name].partitions
+                    and all(p.leader >= 0 for p in known[name].partitions.values())
+                    for name in names
+                ):  # fmt: skip
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"broker {host}:{port}: new partitions without a leader")
+                time.sleep(0.5)
+
+    # -- targets --------------------------------------------------------------------------
+
+    def bootstrap(self, target: str, gateway: GatewayProcess | None = None) -> str:
+        assert isinstance(self.cluster, TlsListenerCluster)
+        if target == "direct":
+            return self.cluster.bootstrap_servers
+        if target == "direct-tls":
+            return self.cluster.ssl_bootstrap
+        return client_bootstrap(gateway or self.gateways[target], self.variants[target])
+
+    def gateway_for(self, target: str, gateway: GatewayProcess | None) -> GatewayProcess | None:
+        return gateway or self.gateways.get(target)  # direct targets: no gateway
+
+    def _profiled_gateway(self, factory: GatewayFactory) -> GatewayProcess:
+        assert self.cluster is not None
+        name = "full-scram-profiled"
+        listener = dict(self.variants["full-scram"].extra_listeners[0])
+        listener["bootstrap_port"], listener["broker_port_base"] = pick_ports()
+        profiled = Variant(name, self._full_sections(name, scram=True), {"principal": OPERATOR},
+                           [listener], 1)  # fmt: skip
+        return start_variant(self.cluster.bootstrap_servers, self.workdir, profiled, NODES, factory)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def _record(
+        self, phase: str, rnd: int, target: str, topic: str, throughput: int | None,
+        result: dict[str, Any], cpu: dict[str, float],
+    ) -> dict[str, Any]:  # fmt: skip
+        """Adds the payload bytes moved and the gateway's CPU seconds per GB of them."""
+        if "mb" in result:  # ConsumerPerformance: MB of 2^20 bytes
+            moved = result["mb"] * 1024 * 1024
+        else:
+            moved = result["records"] * self.s.record_size
+        cpu = {**cpu, "bytes": moved}
+        if target in self.gateways:
+            cpu["gateway_cpu_s_per_gb"] = round(cpu["gateway_cpu_s"] / (moved / GB), 3)
+        return super()._record(phase, rnd, target, topic, throughput, result, cpu)
+
+    def measure(self) -> None:
+        s = self.s
+        rounds = range(1, s.rounds + 1)
+
+        def topic(phase: str, target: str, rnd: int) -> str:
+            return f"{self.topic_prefix}bench-{phase}-{target}-{rnd}"
+
+        def order(rnd: int) -> list[str]:  # no target always first or last
+            shift = (rnd - 1) % len(TARGETS)
+            return [*TARGETS[shift:], *TARGETS[:shift]]
+
+        phases = ("produce", "half", "quarter")
+        self.create_topics(
+            [topic(p, t, r) for p in phases for t in TARGETS for r in rounds]
+            + [topic("warmup", t, 0) for t in TARGETS]
+        )
+        say(f"warm-up: {s.warmup_records} records per target, produce and consume (not counted)")
+        for t in TARGETS:
+            self.produce("warmup", 0, t, topic("warmup", t, 0), s.warmup_records)
+            self.consume("warmup", 0, t, topic("warmup", t, 0), records=s.warmup_records)
+        say(f"produce at full rate: {s.records} x {s.record_size} B, {s.rounds} round(s)")
+        for r in rounds:
+            for t in order(r):
+                self.produce("produce", r, t, topic("produce", t, r), s.records)
+        consume_topic = topic("produce", "direct", 1)
+        say(f"consume {s.consume_records} records from {consume_topic}, {s.rounds} round(s)")
+        for r in rounds:
+            for t in order(r):
+                self.consume("consume", r, t, consume_topic)
+        direct_max = report.medians(self.runs)["produce"]["direct"]["records_per_s"]
+        for phase, share in (("half", 2), ("quarter", 4)):
+            rate, records = max(int(direct_max / share), 1), max(s.records // share, 1000)
+            say(f"produce at 1/{share} of the direct max rate: {rate} records/s, {records} records")
+            for r in rounds:
+                for t in order(r):
+                    self.produce(phase, r, t, topic(phase, t, r), records, rate)
+        time.sleep(2.0)  # the access-log writer runs off the data path: let it catch up
+        for name in FULL:
+            logged = count_records(self.workdir / name / "access" / "access.log")
+            self.access_log_records[name] = logged
+            if logged == 0:
+                raise RuntimeError(f"{name} wrote no access-log records")
+        if s.profile:
+            self.run_profile(consume_topic, target="full-scram")
+
+
+# -- results (pure) ------------------------------------------------------------------------
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per target: medians of the figures the targets use, and CPU seconds per GB over all
+    full-rate produce and consume runs (total gateway CPU / total bytes)."""
+    meds = report.medians(runs)
+    out: dict[str, dict[str, float]] = {}
+    for target in TARGETS:
+        try:
+            row = {
+                "produce_records_per_s": meds["produce"][target]["records_per_s"],
+                "produce_mb_per_s": meds["produce"][target]["mb_per_s"],
+                "consume_fetch_mb_per_s": meds["consume"][target]["fetch_mb_per_s"],
+                "half_p99_ms": meds["half"][target]["p99_ms"],
+                "quarter_p99_ms": meds["quarter"][target]["p99_ms"],
+                "quarter_avg_ms": meds["quarter"][target]["avg_ms"],
+            }
+        except KeyError:  # an incomplete run: this target lacks a phase
+            continue
+        mine = [r for r in runs if r["target"] == target and r["phase"] in ("produce", "consume")]
+        if all("gateway_cpu_s_per_gb" in r["cpu"] for r in mine):
+            for phase in ("produce", "consume"):
+                row[f"{phase}_cpu_s_per_gb"] = meds[phase][target]["gateway_cpu_s_per_gb"]
+            moved = sum(r["cpu"]["bytes"] for r in mine)
+            row["cpu_s_per_gb"] = round(
+                sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3
+            )
+        out[target] = row
+    return out
+
+
+def verdicts(
+    summary: dict[str, dict[str, float]], rat: dict[str, dict[str, float]]
+) -> list[dict[str, Any]]:
+    """Issue 16's targets, each with the figure measured and met/missed."""
+    rows: list[tuple[str, float | None, str, float]] = []
+    for full in FULL:
+        vs_tls = rat.get(f"{full}/direct-tls", {})
+        rows += [
+            (f"produce records/s, {full}/direct-tls", vs_tls.get("produce_records_per_s"),
+             ">=", PRODUCE_MIN),
+            (f"consume fetch MB/s, {full}/direct-tls", vs_tls.get("consume_fetch_mb_per_s"),
+             ">=", CONSUME_MIN),
+            (f"gateway CPU s/GB, {full}/gateway-tls",
+             rat.get(f"{full}/gateway-tls", {}).get("cpu_s_per_gb"), "<=", FULL_CPU_MAX),
+        ]  # fmt: skip
+    tls_cpu = rat.get("gateway-tls/gateway", {}).get("cpu_s_per_gb")
+    rows.append(("gateway CPU s/GB, gateway-tls/gateway", tls_cpu, "<=", TLS_CPU_MAX))
+    for full in FULL:
+        added = None
+        if full in summary and "gateway" in summary:
+            added = summary[full]["quarter_p99_ms"] - summary["gateway"]["quarter_p99_ms"]
+        rows.append((f"p99 ms added at 1/4 direct rate, {full} - gateway", added,
+                     "<=", P99_ADDED_MAX_MS))  # fmt: skip
+    out = []
+    for name, value, op, threshold in rows:
+        met = None if value is None else (value >= threshold if op == ">=" else value <= threshold)
+        out.append({"target": name, "value": value, "op": op, "threshold": threshold,
+                    "result": "n/a" if met is None else ("met" if met else "missed")})  # fmt: skip
+    return out
+
+
+ROWS = (
+    ("produce records/s (full rate)", "produce_records_per_s"),
+    ("produce MB/s (full rate)", "produce_mb_per_s"),
+    ("consume MB/s (fetch phase)", "consume_fetch_mb_per_s"),
+    ("p99 ms at 1/2 direct rate", "half_p99_ms"),
+    ("p99 ms at 1/4 direct rate", "quarter_p99_ms"),
+    ("avg ms at 1/4 direct rate", "quarter_avg_ms"),
+    ("gateway CPU s/GB, produce", "produce_cpu_s_per_gb"),
+    ("gateway CPU s/GB, consume", "consume_cpu_s_per_gb"),
+    ("gateway CPU s/GB, both", "cpu_s_per_gb"),
+)
+
+
+def table(doc: dict[str, Any]) -> str:
+    summary, rat = doc["summary"], doc["ratios"]
+    targets = [t for t in TARGETS if t in summary]
+    lines = [f"{'metric (median of rounds)':<30}" + "".join(f"{t:>12}" for t in targets)]
+    lines.append("-" * len(lines[0]))
+    for label, key in ROWS:
+        cells = [summary[t].get(key) for t in targets]
+        lines.append(f"{label:<30}" + "".join(f"{report._fmt(c):>12}" for c in cells))
+    lines.append("\nratios (same run)")
+    columns = (
+        ("produce rec/s", "produce_records_per_s"),
+        ("consume MB/s", "consume_fetch_mb_per_s"),
+        ("1/4-rate p99", "quarter_p99_ms"),
+        ("CPU s/GB", "cpu_s_per_gb"),
+    )
+    lines.append(f"{'':<26}" + "".join(f"{label:>15}" for label, _ in columns))
+    for pair, row in rat.items():
+        lines.append(f"{pair:<26}" + "".join(f"{report._fmt(row.get(k)):>15}" for _, k in columns))
+    if doc["contention"]:
+        lines.append(f"\nWARNING: {doc['contention']}")
+        lines.append("         the verdicts below are not conclusive; re-run on a quiet machine")
+    lines.append("\nissue 16 targets:")
+    for t in doc["targets"]:
+        value = "-" if t["value"] is None else f"{t['value']:.3f}"
+        lines.append(f"  [{t['result']:>6}] {t['target']}: {value} ({t['op']} {t['threshold']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, opts = parse_args(argv, "python -m bench.fullstack", __doc__.split("\n")[0], add_args)
+    signal.signal(signal.SIGTERM, interrupt)
+    started = time.time()
+    machine = machine_at_start()
+    bench = FullStackBench(settings, Path(tempfile.mkdtemp(prefix="kgw-bench-fullstack-")), opts)
+    try:
+        error = execute(bench, opts.keep)
+    except KeyboardInterrupt:
+        return 130
+    machine_at_end(machine)
+    summary = summarize(bench.runs)
+    rat = ratios(summary, PAIRS)
+    command = sys.argv[1:] if argv is None else argv
+    doc: dict[str, Any] = {
+        "benchmark": "kgw full stack vs direct TLS, direct plaintext and the plain gateway",
+        "command": " ".join(["python -m bench.fullstack", *command]),
+        "started_at": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.time() - started, 1),
+        "inputs": {**asdict(settings), "tenants": opts.tenants, "policy_lines": len(bench.policy),
+                   "filler_topics": bench.filler_topics, "brokers": NODES,
+                   "tls": "TLSv1.3 (clients, brokers' SSL listener, gateways)",
+                   "quota_per_second": UNREACHABLE,
+                   "cpu_per_gb": "gateway CPU s / 1e9 payload bytes"},
+        "machine": machine,
+        "summary": summary,
+        "ratios": rat,
+        "targets": verdicts(summary, rat),
+        "contention": report.contention(machine, bench.runs),
+        "access_log_records": bench.access_log_records,
+        "runs": bench.runs,
+        "profile": bench.profile,
+        "error": error,
+    }  # fmt: skip
+    latest = write_results(doc, settings.mode, bench.stamp, error is not None, name="fullstack")
+    say("\n" + table(doc))
+    say(f"\nload average at start {machine['loadavg_start']}, at end {machine['loadavg_end']}; "
+        f"results in {latest.relative_to(REPO)}")  # fmt: skip
+    return 1 if error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
