@@ -32,6 +32,7 @@ from ..identity import ClientIdentity
 from ..observability import ConnectionObserver
 from ..protocol.framing import FrameError, FrameReader
 from ..session import Fault, Side
+from .flow import ReadPauses
 from .reports import log_authentication, log_lockout
 from .upstream import DeferredUpstream, connect_upstream
 
@@ -47,7 +48,7 @@ _ids = itertools.count(1)
 LOCAL_WORK_TIMEOUT_S = 15.0  # a store write or topic count the gateway does for a request
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(ReadPauses, asyncio.Protocol):
     """A tenant's connection, paired with one upstream connection."""
 
     def __init__(self, gateway: Gateway, listener: ListenerSet, node_id: int | None) -> None:
@@ -265,18 +266,6 @@ class ClientConnection(asyncio.Protocol):
         if not self._observed_close:
             self._observed_close = True
             self.observer.closed(reason)
-
-    def pause(self, reason: str) -> None:
-        self._paused.add(reason)
-        if self.transport is not None and not self.closed:
-            self.transport.pause_reading()
-
-    def resume(self, reason: str) -> None:
-        if reason not in self._paused:
-            return
-        self._paused.discard(reason)
-        if not self._paused and self.transport is not None and not self.closed:
-            self.transport.resume_reading()
 
     def begin_drain(self) -> None:
         self.feed(Drain())

@@ -21,6 +21,7 @@ from ..session import Fault
 from ..upstream.identity import UpstreamIdentity
 from ..upstream.provision import AdminUnavailable, TenantLogin
 from ..upstream.scram_client import UpstreamAuthError
+from .flow import ReadPauses
 
 if TYPE_CHECKING:
     from ..upstream.handshake import UpstreamHandshake
@@ -34,7 +35,7 @@ class UpstreamRefused(Exception):
     """This client connection may not reach the brokers under any identity."""
 
 
-class UpstreamConnection(asyncio.Protocol):
+class UpstreamConnection(ReadPauses, asyncio.Protocol):
     """The gateway's connection to one broker on behalf of one client connection."""
 
     def __init__(self, client: ClientConnection, login: UpstreamHandshake | None = None) -> None:
@@ -123,18 +124,6 @@ class UpstreamConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.client.resume("upstream_slow")
-
-    def pause(self, reason: str) -> None:
-        if not self._paused and self.transport is not None and not self.closed:
-            self.transport.pause_reading()
-        self._paused.add(reason)
-
-    def resume(self, reason: str) -> None:
-        if reason not in self._paused:
-            return
-        self._paused.discard(reason)
-        if not self._paused and self.transport is not None and not self.closed:
-            self.transport.resume_reading()
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:
