@@ -1,0 +1,141 @@
+"""Record encryption at rest as a filter on the chain (``docs/encryption.md``).
+
+Produce (0): the partitions of topics a policy covers for the connection's tenant get
+their records encrypted (``records.encrypt_records``); if that cannot be done — KEK
+disabled or gone, key manager unreachable past the DEK's bounds, records not in v2
+batches — the whole request is refused with INVALID_RECORD and the reason, so nothing
+is ever written in clear to such a topic. Fetch (1): the partitions of topics some
+policy covers (and, from v13, topics named by id) are scanned and their envelopes
+decrypted; a partition that cannot be decrypted is answered with CORRUPT_MESSAGE and
+no records, never with ciphertext as data. Other topics are not touched: their
+requests are not decoded; their responses are not parsed past the topic level.
+
+The filter sees cluster-side topic names (a namespace filter, if any, runs first).
+Key manager calls happen on the data path only on a DEK cache miss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from pydantic import ValidationError
+
+from ..filters.api import BaseFilter, RequestCall, ResponseCall
+from ..kms import KmsError, open_kms
+from ..kms.api import Kms
+from .deks import DekCache
+from .policy import Policies
+from .records import RecordsError, decrypt_records, encrypt_records
+from .settings import EncryptionSettings
+
+PRODUCE, FETCH = 0, 1
+log = logging.getLogger("kgw.encryption")
+
+
+class EncryptionFilter(BaseFilter):
+    name = "record-encryption"
+    api_keys: frozenset[int] | None = frozenset({PRODUCE, FETCH})
+
+    def __init__(self, config: Mapping[str, Any] | None = None, kms: Kms | None = None) -> None:
+        super().__init__(config)
+        try:
+            self.settings = EncryptionSettings.model_validate(dict(config or {}))
+        except ValidationError as exc:
+            raise ValueError(_errors(exc)) from None
+        self.policies = Policies(self.settings.policies)
+        self.kms = kms if kms is not None else open_kms(self.settings.kms)
+        self.deks = DekCache(self.kms, self.settings.dek)
+
+    # -- Produce ---------------------------------------------------------------------
+
+    def on_request(self, call: RequestCall) -> None:
+        if call.api_key != PRODUCE:
+            return
+        tenant = call.context.tenant
+        body = call.body
+        topics = []
+        changed = False
+        for topic in body.topic_data:
+            rule = self.policies.rule(tenant, topic.name)
+            if rule is None:
+                topics.append(topic)
+                continue
+            partitions = []
+            for partition in topic.partition_data:
+                if partition.records is None:
+                    partitions.append(partition)
+                    continue
+                try:
+                    sealed = encrypt_records(bytes(partition.records), topic.name, rule, self.deks)
+                except (RecordsError, KmsError) as exc:
+                    reason = f"records for {topic.name!r} cannot be encrypted: {exc}"
+                    call.context.log.warning(
+                        "produce refused: %s",
+                        reason,
+                        extra={"event": "encryption_refused", "principal": call.context.principal},
+                    )
+                    call.reject(ErrorCode.invalid_record, reason)
+                    return
+                partitions.append(dataclasses.replace(partition, records=sealed))
+            topics.append(dataclasses.replace(topic, partition_data=tuple(partitions)))
+            changed = True
+        if changed:
+            call.evolve(topic_data=tuple(topics))
+
+    # -- Fetch -----------------------------------------------------------------------
+
+    def on_response(self, call: ResponseCall) -> None:
+        if call.api_key != FETCH:
+            return
+        body = call.body
+        responses = []
+        changed = False
+        for topic in body.responses:
+            name = getattr(topic, "topic", None)
+            if name is not None and not self.policies.any_covers(name):
+                responses.append(topic)
+                continue
+            label = name if name is not None else str(getattr(topic, "topic_id", ""))
+            partitions = []
+            touched = False
+            for partition in topic.partitions:
+                fixed = self._decrypt(call, label, partition)
+                touched = touched or fixed is not partition
+                partitions.append(fixed)
+            if touched:
+                topic = dataclasses.replace(topic, partitions=tuple(partitions))
+                changed = True
+            responses.append(topic)
+        if changed:
+            call.evolve(responses=tuple(responses))
+
+    def _decrypt(self, call: ResponseCall, topic: str, partition: Any) -> Any:
+        records = partition.records
+        if not records:
+            return partition
+        try:
+            opened = decrypt_records(bytes(records), topic, self.deks)
+        except (RecordsError, KmsError) as exc:
+            call.context.log.error(
+                "fetch of %s-%d cannot be decrypted: %s",
+                topic,
+                partition.partition_index,
+                exc,
+                extra={"event": "decryption_failed", "principal": call.context.principal},
+            )
+            return dataclasses.replace(
+                partition, error_code=ErrorCode.corrupt_message, records=None
+            )
+        if opened == records:
+            return partition
+        return dataclasses.replace(partition, records=opened)
+
+
+def _errors(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+    )

@@ -1,0 +1,116 @@
+"""Encrypting a Produce partition's records and decrypting a Fetch partition's. No I/O
+beyond the key manager calls the DEK cache makes on a miss.
+
+Encryption re-encodes every v2 batch with each record's value replaced by its envelope
+(and key/headers moved inside, per the rule); everything else of the batch is kept:
+offsets, timestamps, producer id/epoch/sequence, transactional and control bits, the
+compression codec. Decryption re-encodes only the batches that hold envelopes; other
+batches (written before encryption, other magics) are passed on byte for byte, and a
+last batch the fetch size limit cut short is dropped (the client fetches it again
+from its offset), so a partial ciphertext batch never reaches a client.
+"""
+
+from __future__ import annotations
+
+from . import envelope
+from .batch import Batch, BatchError, Raw, Record, encode, parse, split
+from .compression import CompressionError
+from .deks import DekCache
+from .envelope import EnvelopeError
+from .policy import Rule
+
+
+class RecordsError(ValueError):
+    """A partition's records cannot be encrypted or decrypted (the reason says why)."""
+
+
+def encrypt_records(blob: bytes, topic: str, rule: Rule, deks: DekCache) -> bytes:
+    pieces = _split(blob)
+    batches: list[Batch] = []
+    for piece in pieces:
+        if isinstance(piece, Raw):
+            raise RecordsError("only complete record batches of magic 2 can be encrypted")
+        batches.append(_parse(piece))
+    out = []
+    for batch in batches:
+        if not batch.is_control:
+            ref, aead = deks.encryptor(rule.kek, len(batch.records))
+            batch.records = [_seal(aead, ref, topic, rule, r) for r in batch.records]
+        out.append(encode(batch))
+    return b"".join(out)
+
+
+def _seal(aead: object, ref: envelope.KeyRef, topic: str, rule: Rule, record: Record) -> Record:
+    if record.value is None:  # a tombstone stays one (compaction needs it)
+        return record
+    sealed = envelope.seal(
+        aead,  # type: ignore[arg-type]
+        ref,
+        topic,
+        record.value,
+        key=record.key if rule.key else None,
+        headers=record.headers if rule.headers else None,
+    )
+    return Record(
+        record.offset_delta,
+        record.timestamp_delta,
+        None if rule.key and record.key is not None else record.key,
+        sealed,
+        () if rule.headers else record.headers,
+        record.attributes,
+    )
+
+
+def decrypt_records(blob: bytes, topic: str, deks: DekCache) -> bytes:
+    pieces = _split(blob)
+    out: list[bytes] = []
+    for index, piece in enumerate(pieces):
+        if isinstance(piece, Raw):
+            if piece.truncated and index > 0:
+                break  # a partial last batch: dropped, fetched again whole
+            out.append(piece.data)
+            continue
+        if b"KGE" not in piece and not piece[22] & 0x07:  # uncompressed, no envelope
+            out.append(piece)
+            continue
+        batch = _parse(piece)
+        if not any(envelope.is_envelope(r.value) for r in batch.records):
+            out.append(piece)
+            continue
+        batch.records = [_open(deks, topic, r) for r in batch.records]
+        out.append(encode(batch))
+    return b"".join(out)
+
+
+def _open(deks: DekCache, topic: str, record: Record) -> Record:
+    value = record.value
+    if value is None or not envelope.is_envelope(value):
+        return record
+    try:
+        ref, flags, iv_at = envelope.key_ref(value)
+        aead = deks.decryptor(ref)
+        opened = envelope.open_(aead, value, iv_at, flags, topic)
+    except EnvelopeError as exc:
+        raise RecordsError(str(exc)) from None
+    return Record(
+        record.offset_delta,
+        record.timestamp_delta,
+        opened.key if flags & envelope.KEY_INSIDE else record.key,
+        opened.value,
+        opened.headers if flags & envelope.HEADERS_INSIDE else record.headers,
+        record.attributes,
+    )
+
+
+def _split(blob: bytes) -> list[bytes | Raw]:
+    try:
+        return split(blob)
+    except BatchError as exc:
+        raise RecordsError(str(exc)) from None
+
+
+def _parse(data: bytes) -> Batch:
+    try:
+        return parse(data)
+    except (BatchError, CompressionError) as exc:
+        raise RecordsError(str(exc)) from None
