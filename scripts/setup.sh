@@ -10,6 +10,7 @@ command -v krb5kdc >/dev/null || need_apt+=(krb5-kdc krb5-admin-server)
 command -v kinit >/dev/null || need_apt+=(krb5-user)
 [ -e /usr/include/gssapi/gssapi.h ] || need_apt+=(libkrb5-dev)
 command -v haproxy >/dev/null || need_apt+=(haproxy)
+[ -e /usr/lib/softhsm/libsofthsm2.so ] || need_apt+=(softhsm2)  # PKCS#11 key manager tests
 command -v chromium >/dev/null || need_apt+=(chromium)  # renders the anomaly report in a test
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
