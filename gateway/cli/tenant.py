@@ -243,7 +243,12 @@ async def _delete(stores: onboard.Stores, args: argparse.Namespace) -> int:
     else:
         print(f"kept data: topics {', '.join(report.topics_kept) or '(none)'} "
               "(delete them with --delete-data)")  # fmt: skip
-    return REFUSED if report.topics_failed else OK
+    code = REFUSED if report.topics_failed else OK
+    if args.shred:  # crypto-shredding: the tenant's KEK, and with it every record under it
+        from .keys import shred
+
+        code = shred(args, args.name) or code
+    return code
 
 
 _COMMANDS: dict[str, Command] = {
@@ -300,6 +305,9 @@ def register(commands: Any) -> None:
     delete = sub.add_parser("delete", help="revoke credentials, remove policies; keep data")
     common(delete)
     delete.add_argument("--delete-data", action="store_true", help="also delete its topics")
+    delete.add_argument(
+        "--shred", action="store_true", help="also destroy its record-encryption KEK"
+    )
     delete.add_argument("--ca-dir", help="revoke its client certificates in this CA")
     delete.add_argument("--ca-password-file", help="the CA key's passphrase, if it has one")
     add_audit_args(delete)
