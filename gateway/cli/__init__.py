@@ -27,6 +27,7 @@ GROUPS = (
     "analyze",
     "report",
     "tenant",
+    "keys",
 )
 OTHER_COMMANDS = {"check-config": "serve", "simulate": "analyze"}  # command -> its group
 
