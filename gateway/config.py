@@ -15,11 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .accesslog.settings import AccessLogConfig
 from .audit.settings import AuditConfig
 from .filters.settings import FilterConfig
+from .monitoring.settings import MonitoringConfig
+from .namespaces.settings import NamespacesConfig
 from .observability.settings import MetricsConfig
 from .quotas.settings import QuotaConfig
 from .sasl.settings import SaslConfig
 from .tls.settings import ListenerTlsConfig, SniConfig, UpstreamTlsConfig
 from .upstream.settings import TenantIdentitiesConfig, UpstreamSaslConfig
+from .workers.settings import ServerConfig
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_NODE_ID = 65535
@@ -183,6 +186,9 @@ class GatewayConfig(_Strict):
     sasl: SaslConfig | None = None  # absent: no SASL mechanisms (docs/sasl.md)
     audit: AuditConfig | None = None  # absent: admin changes are not audited (docs/audit.md)
     filters: list[FilterConfig] = []  # operators' own filters, in order (docs/filters.md)
+    monitoring: MonitoringConfig | None = None  # absent: no service monitoring (docs/monitoring.md)
+    namespaces: NamespacesConfig | None = None  # transparent names (docs/namespaces.md)
+    server: ServerConfig = ServerConfig()  # worker processes (decision 0030)
 
     @model_validator(mode="after")
     def _check_listeners(self) -> GatewayConfig:

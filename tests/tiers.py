@@ -43,7 +43,7 @@ LAUNCHERS = {
     "cluster": frozenset({"KafkaCluster", "GatewayProcess"}),
 }
 # One-shot checks a pure test may run: they read a file, answer and exit.
-PURE_PROGRAMS = frozenset({"haproxy", "systemd-analyze"})
+PURE_PROGRAMS = frozenset({"haproxy", "systemd-analyze", "promtool"})
 
 
 class TierError(AssertionError):

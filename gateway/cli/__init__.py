@@ -28,6 +28,7 @@ GROUPS = (
     "report",
     "tenant",
     "keys",
+    "status",
 )
 OTHER_COMMANDS = {"check-config": "serve", "simulate": "analyze"}  # command -> its group
 

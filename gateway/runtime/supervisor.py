@@ -77,5 +77,9 @@ def start_background(gateway: Gateway) -> None:
             return tenants.blocked_tenants if tenants is not None else frozenset()
 
         gateway.broker_enforcement.start(spawn, stop, blocked)
+    if gateway.config.monitoring is not None and gateway.config.monitoring.enabled:
+        from ..monitoring.service import start_for  # background loops, off the data path
+
+        start_for(gateway)
     for material in gateway.tls_material():
         spawn(f"tls-watch-{material.name}", material.watch(stop))
