@@ -40,6 +40,7 @@ CONTEXT_KEYS = (
     "mechanism",
     "filter",
     "api_key",
+    "worker",
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -13,6 +14,7 @@ from typing import Any
 
 from .. import logs
 from ..config import ConfigError, GatewayConfig, load_config
+from ..workers.worker import WorkerRole
 
 log = logging.getLogger("kgw")
 
@@ -30,7 +32,8 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
         return runner.run(main)
 
 
-async def serve(config: GatewayConfig) -> int:
+async def serve(config: GatewayConfig, role: WorkerRole | None = None) -> int:
+    """One gateway process: the only one (``role`` None) or a supervisor's worker."""
     from ..audit import AuditError
     from ..authz.store import PolicyError
     from ..filters.api import FilterError
@@ -41,7 +44,7 @@ async def serve(config: GatewayConfig) -> int:
     from ..upstream.identity import UpstreamCredentialError
 
     try:
-        gateway = Gateway(config)
+        gateway = Gateway(config, reuse_port=role is not None and config.server.workers > 1)
     except MaterialError as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 1
@@ -66,6 +69,11 @@ async def serve(config: GatewayConfig) -> int:
     except OSError as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed"})
         return 1
+    if role is not None:
+        from ..workers.worker import announce
+
+        server = gateway.metrics_server
+        announce(role, server.port if server is not None else None)
     log.info("gateway ready", extra={"event": "ready"})
     await gateway.wait_stopped()
     await gateway.drain()
@@ -85,7 +93,34 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     logs.configure(config.logging.level, config.logging.format)
-    return run_loop(serve(config))
+    if args.worker_slot is not None:  # started by the supervisor (gateway/workers)
+        return _run_worker(args, config)
+    from ..workers.plan import decide
+
+    decision = decide(args.workers, config.server.workers, os.cpu_count() or 1, config)
+    for warning in decision.warnings:
+        log.warning(warning, extra={"event": "workers_reduced"})
+    if decision.error is not None:
+        log.error("cannot start: %s", decision.error, extra={"event": "start_failed"})
+        print(f"kgw: {decision.error}", file=sys.stderr)
+        return 2
+    if decision.workers == 1:  # exactly the single process of before: no supervisor
+        return run_loop(serve(config))
+    from ..workers.supervisor import Supervisor
+
+    supervisor = Supervisor(Path(args.config).resolve(), config, decision.workers)
+    return run_loop(supervisor.run())
+
+
+def _run_worker(args: argparse.Namespace, config: GatewayConfig) -> int:
+    from ..workers.plan import worker_config
+    from ..workers.worker import die_with_parent, tag_logs
+
+    die_with_parent()
+    tag_logs(args.worker_slot)
+    workers = args.workers if args.workers is not None else 1
+    role = WorkerRole(args.worker_slot, Path(args.worker_dir))
+    return run_loop(serve(worker_config(config, args.worker_slot, workers), role))
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
@@ -104,9 +139,29 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker_count(text: str) -> int:
+    from ..workers.settings import MAX_WORKERS
+
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"between 0 and {MAX_WORKERS}")
+    return count
+
+
 def register(commands: Any) -> None:
     serve_p = commands.add_parser("serve", help="run the gateway")
     serve_p.add_argument("--config", required=True, help="YAML configuration file")
+    serve_p.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=None,
+        help="worker processes on the same ports (default: server.workers; 0: one per core)",
+    )
+    serve_p.add_argument("--worker-slot", type=int, default=None, help=argparse.SUPPRESS)
+    serve_p.add_argument("--worker-dir", default=None, help=argparse.SUPPRESS)
     serve_p.set_defaults(func=_cmd_serve)
 
     check = commands.add_parser("check-config", help="validate a configuration file and exit")

@@ -78,6 +78,7 @@ def dev_config(
         ],
         "shutdown": {"drain_timeout_s": 10},
         "logging": {"level": "INFO", "format": "json"},
+        "server": {"workers": 1},  # one process, as before workers existed (decision 0030)
     }
     config.update(overrides)
     return config
@@ -88,6 +89,8 @@ class GatewayProcess:
 
     def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
         self.workdir = Path(workdir)
+        # tests and the dev stack run one process unless they ask for workers (decision 0030)
+        config.setdefault("server", {"workers": 1})
         self.config = config
         self.config_path = self.workdir / "gateway.yaml"
         self.log_path = self.workdir / "gateway.log"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -101,11 +101,13 @@ class ObservabilityServer:
         port: int,
         metrics: Callable[[], bytes],
         checks: ReadyChecks | None = None,
+        refresh: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.bind_host = bind_host
         self.port = port
         self.metrics = metrics
         self.checks: ReadyChecks = checks or {}
+        self.refresh = refresh  # awaited before /metrics is answered (the workers' supervisor)
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -129,6 +131,8 @@ class ObservabilityServer:
             if len(head) > MAX_HEAD_BYTES:
                 raise BadRequest("request head too large")
             method, path = parse_head(head)
+            if path == "/metrics" and self.refresh is not None:
+                await self.refresh()
             reply = respond(method, path, self.metrics, self.checks)
             writer.write(render(reply, head_only=method == "HEAD"))
         except BadRequest as exc:

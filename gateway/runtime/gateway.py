@@ -48,8 +48,9 @@ log = logging.getLogger("kgw.server")
 class Gateway:
     """All listeners, the shared topology, and the background tasks."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, reuse_port: bool = False) -> None:
         self.config = config
+        self.reuse_port = reuse_port  # a worker among several on the same ports (decision 0030)
         self._init_broker_client(config)
         self.topology = Topology(on_new_broker=self._on_new_broker)
         self.sasl_server: SaslServer | None = None

@@ -63,6 +63,7 @@ class ListenerSet:
                 self.config.bind_host,
                 port,
                 reuse_address=True,
+                reuse_port=self.gateway.reuse_port or None,  # workers share the ports
                 backlog=1024,
             )
         except OSError as exc:
