@@ -2,7 +2,9 @@
 
 ``kgw analyze --logs DIR --out DIR`` finds anomalies and writes findings.json,
 findings.parquet/, summary.json and report.html; ``--evaluate LABELS`` prints each
-detector's precision and recall against a simulation's labels. ``kgw analyze
+detector's precision and recall against a simulation's labels. ``kgw analyze --follow
+--follow-config FILE`` runs the same detectors near real time on the access-log topic,
+with alerts and an opt-in response (docs/analytics.md). ``kgw analyze
 convert --in DIR --out DIR`` turns JSON-lines logs into Parquet. ``kgw simulate``
 writes realistic logs with labelled attacks. Exit codes: 0 done, 2 bad usage,
 unreadable input or no Spark.
@@ -34,6 +36,8 @@ def _spark(
 def cmd_analyze(args: argparse.Namespace) -> int:
     if getattr(args, "analyze_command", None) == "convert":
         return cmd_convert(args)
+    if args.follow:
+        return cmd_follow(args)
     if not args.logs:
         raise _Usage("kgw analyze needs --logs DIR (or: kgw analyze convert --in DIR --out DIR)")
     from ..analytics.job import STAGES, AnalyzeOptions, analyze, write_outputs
@@ -64,6 +68,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"{name}: {path}")
     if args.evaluate:
         _evaluate(result.findings, Path(args.evaluate), Path(args.out))
+    return OK
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    """``kgw analyze --follow --follow-config FILE``: the detectors on the access-log topic."""
+    from ..analytics.follow import follow
+    from ..analytics.kafka_source import SourceUnavailable, ensure_source
+    from ..analytics.settings import SettingsError, load_follow
+    from ..analytics.spark import session, stop
+
+    if not args.follow_config:
+        raise _Usage("kgw analyze --follow needs --follow-config FILE (docs/analytics.md)")
+    try:
+        config = load_follow(Path(args.follow_config))
+        jars = ensure_source()
+    except (SettingsError, SourceUnavailable) as exc:
+        raise _Usage(str(exc)) from None
+    conf = {"spark.jars": ",".join(str(j) for j in jars)}
+    spark = session(args.master, "kgw-follow", args.driver_memory, conf=conf)
+    try:
+        batches = follow(spark, config, run_for_s=args.run_for, quiet=args.quiet)
+    finally:
+        stop(spark)
+    print(f"followed {config.source.topic}: {batches} micro-batches; findings in {config.out}")
     return OK
 
 
@@ -205,6 +233,15 @@ def register(commands: Any) -> None:
     )
     analyze.add_argument("--show", type=int, default=10, help="findings to print (default 10)")
     analyze.add_argument("--no-report", action="store_true", help="skip report.html")
+    analyze.add_argument(
+        "--follow",
+        action="store_true",
+        help="near real time: follow the access-log topic (needs --follow-config)",
+    )
+    analyze.add_argument("--follow-config", metavar="FILE", help="YAML: source, alerts, response")
+    analyze.add_argument(
+        "--run-for", type=float, metavar="SECONDS", help="with --follow: stop after this long"
+    )
     _spark_args(analyze)
     analyze.set_defaults(func=_run(cmd_analyze))
     sub = analyze.add_subparsers(dest="analyze_command")
