@@ -12,6 +12,7 @@ command -v kinit >/dev/null || need_apt+=(krb5-user)
 command -v haproxy >/dev/null || need_apt+=(haproxy)
 [ -e /usr/lib/softhsm/libsofthsm2.so ] || need_apt+=(softhsm2)  # PKCS#11 key manager tests
 command -v chromium >/dev/null || need_apt+=(chromium)  # renders the anomaly report in a test
+command -v prometheus-alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)  # kgw analyze --follow alerts test
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -26,3 +27,4 @@ fi
 .venv/bin/pip install -q -e '.[dev]'
 
 .venv/bin/python -m gateway.devstack.kafka_dist
+.venv/bin/python -m gateway.analytics.kafka_source  # Spark's Kafka source for kgw analyze --follow
