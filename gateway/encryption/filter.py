@@ -32,13 +32,13 @@ from .policy import Policies
 from .records import RecordsError, decrypt_records, encrypt_records
 from .settings import EncryptionSettings
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 log = logging.getLogger("kgw.encryption")
 
 
 class EncryptionFilter(BaseFilter):
     name = "record-encryption"
-    api_keys: frozenset[int] | None = frozenset({PRODUCE, FETCH})
+    api_keys: frozenset[int] | None = frozenset({PRODUCE, FETCH, METADATA})
 
     def __init__(self, config: Mapping[str, Any] | None = None, kms: Kms | None = None) -> None:
         super().__init__(config)
@@ -49,6 +49,9 @@ class EncryptionFilter(BaseFilter):
         self.policies = Policies(self.settings.policies)
         self.kms = kms if kms is not None else open_kms(self.settings.kms)
         self.deks = DekCache(self.kms, self.settings.dek)
+        # topic ids -> names, from the Metadata answers the brokers give (a cluster-wide
+        # fact, not a connection's): Produce v13+ and Fetch v13+ name topics by id
+        self.topic_names: dict[Any, str] = {}
 
     # -- Produce ---------------------------------------------------------------------
 
@@ -60,7 +63,11 @@ class EncryptionFilter(BaseFilter):
         topics = []
         changed = False
         for topic in body.topic_data:
-            rule = self.policies.rule(tenant, topic.name)
+            name = self._name_of(topic, "name")
+            if name is None:  # an id this gateway has not seen in Metadata yet
+                call.reject(ErrorCode.unknown_topic_id, "refresh metadata and retry")
+                return
+            rule = self.policies.rule(tenant, name)
             if rule is None:
                 topics.append(topic)
                 continue
@@ -70,9 +77,9 @@ class EncryptionFilter(BaseFilter):
                     partitions.append(partition)
                     continue
                 try:
-                    sealed = encrypt_records(bytes(partition.records), topic.name, rule, self.deks)
+                    sealed = encrypt_records(bytes(partition.records), name, rule, self.deks)
                 except (RecordsError, KmsError) as exc:
-                    reason = f"records for {topic.name!r} cannot be encrypted: {exc}"
+                    reason = f"records for {name!r} cannot be encrypted: {exc}"
                     call.context.log.warning(
                         "produce refused: %s",
                         reason,
@@ -89,21 +96,31 @@ class EncryptionFilter(BaseFilter):
     # -- Fetch -----------------------------------------------------------------------
 
     def on_response(self, call: ResponseCall) -> None:
+        if call.api_key == METADATA:
+            for entry in call.body.topics:
+                topic_id = getattr(entry, "topic_id", None)
+                if topic_id is not None and entry.name is not None:
+                    self.topic_names[topic_id] = entry.name
+            return
         if call.api_key != FETCH:
             return
         body = call.body
         responses = []
         changed = False
         for topic in body.responses:
-            name = getattr(topic, "topic", None)
+            name = self._name_of(topic, "topic")
             if name is not None and not self.policies.any_covers(name):
                 responses.append(topic)
                 continue
-            label = name if name is not None else str(getattr(topic, "topic_id", ""))
             partitions = []
             touched = False
             for partition in topic.partitions:
-                fixed = self._decrypt(call, label, partition)
+                if name is None:  # an id not seen in Metadata: the client refreshes
+                    fixed = dataclasses.replace(
+                        partition, error_code=ErrorCode.unknown_topic_id, records=b""
+                    )
+                else:
+                    fixed = self._decrypt(call, name, partition)
                 touched = touched or fixed is not partition
                 partitions.append(fixed)
             if touched:
@@ -127,12 +144,17 @@ class EncryptionFilter(BaseFilter):
                 exc,
                 extra={"event": "decryption_failed", "principal": call.context.principal},
             )
-            return dataclasses.replace(
-                partition, error_code=ErrorCode.corrupt_message, records=None
-            )
+            return dataclasses.replace(partition, error_code=ErrorCode.corrupt_message, records=b"")
         if opened == records:
             return partition
         return dataclasses.replace(partition, records=opened)
+
+    def _name_of(self, topic: Any, field: str) -> str | None:
+        """A Produce/Fetch topic entry's name: its own, or its id's (None: unknown id)."""
+        name = getattr(topic, field, None)
+        if name is not None:
+            return str(name)
+        return self.topic_names.get(getattr(topic, "topic_id", None))
 
 
 def _errors(exc: ValidationError) -> str:
