@@ -95,6 +95,9 @@ class Session:
         self.fetch_sessions = FetchSessions() if tracked else None
         base: Advertised = default_advertised if enforcer is None else enforcer.advertised
         self._advertised: Advertised = base if auth is None else with_sasl_apis(base)
+        if filters is not None and filters.narrows:  # e.g. namespaces: mapped APIs only
+            offered, narrowing = self._advertised, filters
+            self._advertised = lambda key: narrowing.advertised(key, offered(key))
         self.stages: tuple[Stage, ...] = self._chain()
         self.pending_step: PendingStep | None = None
         self.step_slot: Slot | None = None

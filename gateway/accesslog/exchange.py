@@ -41,6 +41,7 @@ class Exchange:
     bytes_out: int = 0
     error_code: int = 0
     done: float | None = None
+    namespace: str | None = None  # a namespaced tenant's prefix (gateway/namespaces)
 
     @property
     def latency_ms(self) -> float:

@@ -28,7 +28,7 @@ REQUEST_FIELDS = (
     "v", "ts", "type", "event", "instance", "conn", "listener", "client_host", "client_port",
     "principal", "tenant", "api_key_id", "sasl_mechanism", "client_id", "api", "api_version",
     "correlation_id", "topics", "groups", "transactional_ids", "partitions", "decision", "rule",
-    "error_code", "bytes_in", "bytes_out", "records", "throttle_ms", "latency_ms",
+    "error_code", "bytes_in", "bytes_out", "records", "throttle_ms", "latency_ms", "namespace",
 )  # fmt: skip
 CONNECTION_FIELDS = (
     "v", "ts", "type", "event", "instance", "conn", "listener", "client_host", "client_port",
@@ -114,8 +114,11 @@ def request_record(
     throttle_ms: int = 0,
     resources: Resources = NO_RESOURCES,
     now: float | None = None,
+    namespace: str | None = None,
 ) -> Entry:
-    """One request/response pair; ``now`` (epoch seconds) is when the response left."""
+    """One request/response pair; ``now`` (epoch seconds) is when the response left.
+    ``namespace``: the prefix of a namespaced tenant (its names are the recorded
+    cluster-side names without it); ``null`` for everyone else."""
     entry: Entry = {"v": SCHEMA_VERSION, "ts": rfc3339_ms(now), "type": "request"}
     entry["event"] = "request"
     entry.update(_identity_fields(instance, conn, identity))
@@ -136,6 +139,7 @@ def request_record(
         records=records,
         throttle_ms=throttle_ms,
         latency_ms=round(latency_ms, 3),
+        namespace=namespace,
     )
     return entry
 

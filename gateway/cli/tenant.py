@@ -150,7 +150,7 @@ async def _create(stores: onboard.Stores, args: argparse.Namespace) -> int:
         stores, args.name, args.plan, actor=_actor(args),
         bundle_dir=Path(args.bundle_dir) if args.bundle_dir else None,
         listener=args.listener, server_ca=Path(args.server_ca) if args.server_ca else None,
-        certificate=certificate,
+        certificate=certificate, names=args.namespace,
     )  # fmt: skip
     tenant = created.tenant
     if args.json:
@@ -161,6 +161,7 @@ async def _create(stores: onboard.Stores, args: argparse.Namespace) -> int:
         print(f"tenant:    {tenant.name}")
         print(f"plan:      {tenant.plan}")
         print(f"namespace: {tenant.prefix} (topics, groups, transactional ids)")
+        print(f"names:     {tenant.namespace}")
         print(f"api key:   {created.key_id}")
         print(f"secret:    {created.secret}")
         if created.bundle_dir is not None:
@@ -205,6 +206,12 @@ async def _show(stores: onboard.Stores, args: argparse.Namespace) -> int:
         print(f"{'api key:':10} {public['key_id']} {public['principal']} {public['state']}")
     for rule in rules:
         print(f"{'rule:':10} {rule}")
+    return OK
+
+
+async def _names(stores: onboard.Stores, args: argparse.Namespace) -> int:
+    tenant = await onboard.set_names(stores, args.name, args.mode, actor=_actor(args))
+    print(f"names: {tenant.name} now {tenant.namespace} (cluster-side names unchanged)")
     return OK
 
 
@@ -256,6 +263,7 @@ _COMMANDS: dict[str, Command] = {
     "list": _list,
     "show": _show,
     "suspend": _suspend,
+    "names": _names,
     "resume": _resume,
     "delete": _delete,
 }
@@ -287,6 +295,10 @@ def register(commands: Any) -> None:
     create.add_argument("--ca-dir", help="with --cert: the kgw certs CA directory that signs it")
     create.add_argument("--ca-password-file", help="the CA key's passphrase, if it has one")
     create.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    create.add_argument(
+        "--namespace", choices=("prefixed", "transparent"), default="prefixed",
+        help="transparent: the tenant uses plain names, the gateway adds its prefix",
+    )  # fmt: skip
     add_audit_args(create)
 
     listing = sub.add_parser("list", help="every tenant and its state")
@@ -301,6 +313,11 @@ def register(commands: Any) -> None:
         changing = sub.add_parser(state, help=text)
         common(changing)
         add_audit_args(changing)
+
+    names = sub.add_parser("names", help="switch between prefixed and transparent names")
+    common(names)
+    names.add_argument("mode", choices=("prefixed", "transparent"))
+    add_audit_args(names)
 
     delete = sub.add_parser("delete", help="revoke credentials, remove policies; keep data")
     common(delete)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from ..protocol.apis import PRODUCE, response_schema
+from ..protocol.apis import PRODUCE, ApiSpec, response_schema
 from ..protocol.codec import (
     ProtocolError,
     decode_request,
@@ -92,12 +92,52 @@ class BoundChain:
             FilterContext(identity, logging.getLogger(f"kgw.filters.{_name(item)}"))
             for item in chain.filters
         ]
+        # optional hooks of built-in filters (the namespace filter): whether a filter
+        # applies to this connection at all, and what ApiVersions offers it
+        self._scoped = any(hasattr(item, "applies") for item in chain.filters)
+        self._narrowing = [
+            (item, context)
+            for item, context in zip(chain.filters, self._contexts, strict=True)
+            if hasattr(item, "advertise")
+        ]
+
+    @property
+    def scoped(self) -> bool:
+        """Whether some filter applies to some connections only (``applies``)."""
+        return self._scoped
+
+    def namespace_prefix(self) -> str | None:
+        """The prefix a namespace filter maps this connection's names under, if any."""
+        for item, context in zip(self.chain.filters, self._contexts, strict=True):
+            prefix = getattr(item, "namespace_prefix", None)
+            if prefix is not None:
+                found: str | None = prefix(context)
+                if found is not None:
+                    return found
+        return None
+
+    @property
+    def narrows(self) -> bool:
+        """Whether some filter narrows what ApiVersions offers (``advertise``)."""
+        return bool(self._narrowing)
+
+    def advertised(self, api_key: int, spec: ApiSpec | None) -> ApiSpec | None:
+        """``spec`` (what would be offered for ``api_key``) as the filters narrow it."""
+        for item, context in self._narrowing:
+            spec = item.advertise(context, api_key, spec)
+            if spec is None:
+                return None
+        return spec
 
     def wants(self, api_key: int) -> bool:
-        return self.chain.wants(api_key)
+        if not self.chain.wants(api_key):
+            return False
+        return not self._scoped or bool(self._filters(api_key))
 
     def wants_response(self, api_key: int) -> bool:
-        return self.chain.wants_response(api_key)
+        if not self.chain.wants_response(api_key):
+            return False
+        return not self._scoped or any(_answers(item) for item, _ in self._filters(api_key))
 
     def request_frame(
         self, data: bytes, key: int, version: int, correlation_id: int
@@ -169,7 +209,8 @@ class BoundChain:
         return [
             (item, context)
             for item, context in zip(self.chain.filters, self._contexts, strict=True)
-            if item.api_keys is None or api_key in item.api_keys
+            if (item.api_keys is None or api_key in item.api_keys)
+            and (not self._scoped or _applies(item, context))
         ]
 
     @staticmethod
@@ -196,6 +237,11 @@ def _answers(item: Filter) -> bool:
     """Whether the filter has a response hook of its own (not ``BaseFilter``'s no-op)."""
     hook = getattr(type(item), "on_response", None)
     return hook is not None and hook is not BaseFilter.on_response
+
+
+def _applies(item: Filter, context: FilterContext) -> bool:
+    applies = getattr(item, "applies", None)
+    return applies is None or bool(applies(context))
 
 
 def _name(item: Filter) -> str:

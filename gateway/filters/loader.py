@@ -20,8 +20,11 @@ from .settings import FilterConfig
 ENTRY_POINT_GROUP = "kgw.filters"
 
 
-def build_chain(configs: Sequence[FilterConfig]) -> FilterChain:
-    return FilterChain([build_filter(index, config) for index, config in enumerate(configs)])
+def build_chain(configs: Sequence[FilterConfig], first: Sequence[Filter] = ()) -> FilterChain:
+    """The operators' filters, after the gateway's own ``first`` ones (namespaces,
+    record encryption), which are outermost: first on requests, last on responses."""
+    built = [build_filter(index, config) for index, config in enumerate(configs)]
+    return FilterChain([*first, *built])
 
 
 def build_filter(index: int, config: FilterConfig) -> Filter:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 def run_filters(session: Connection, request: Request) -> Outcome:
     chain = session.filters
     assert chain is not None
+    if request.exchange is not None and chain.scoped:  # the access log's ``namespace``
+        request.exchange.namespace = chain.namespace_prefix()
     if not chain.wants(request.key):
         return NEXT
     outcome = chain.request_frame(

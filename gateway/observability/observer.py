@@ -104,6 +104,7 @@ class ConnectionObserver:
             throttle_ms=exchange.throttle_ms,
             resources=exchange.resources,
             now=time.time() if now is None else now,
+            namespace=exchange.namespace,
         )
         if self.metrics is not None:
             self.metrics.observe_request(entry)

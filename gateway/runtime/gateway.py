@@ -99,7 +99,10 @@ class Gateway:
             quotas=self.quotas.store if self.quotas is not None else None,
             credentials=self.sasl_server.store if self.sasl_server is not None else None,
         )
-        self.filters = build_chain(config.filters)  # operators' filters (docs/filters.md)
+        from ..namespaces.wiring import namespace_filters
+
+        # the namespace filter first (outermost), then the operators' (docs/filters.md)
+        self.filters = build_chain(config.filters, first=namespace_filters(config, self.tenants))
         self.core_services = CoreServices(
             max_inflight=config.limits.max_inflight_requests,
             auth_timeout_s=config.sasl.auth_timeout_s if config.sasl is not None else 0.0,

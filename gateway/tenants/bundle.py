@@ -47,6 +47,7 @@ class BundleSpec:
     secret: str
     server_ca: str | None = None  # PEM file name inside the bundle, if the CA is given
     certificate: ClientCertificate | None = None
+    transparent: bool = False  # plain names (gateway/namespaces): examples without the prefix
 
     @property
     def security_protocol(self) -> str:
@@ -118,7 +119,8 @@ def _properties(conf: dict[str, str], title: str) -> str:
 
 
 def readme(spec: BundleSpec) -> str:
-    p = spec.prefix
+    p = "" if spec.transparent else spec.prefix  # what the tenant types
+    group_note = "" if spec.transparent else f" (starting with `{p}`)"
     tls_note = (
         "The connection is encrypted (TLS)"
         + (f"; the gateway's CA certificate is `{spec.server_ca}`." if spec.server_ca else ".")
@@ -137,10 +139,7 @@ def readme(spec: BundleSpec) -> str:
 - bootstrap address: `{spec.bootstrap}`
 - security: `{spec.security_protocol}`, SASL mechanism `PLAIN`, API key `{spec.key_id}`
 - plan: `{spec.plan}`
-- your namespace: topics, consumer groups and transactional ids whose names start
-  with `{p}` (for example topic `{p}orders`, group `{p}billing`). Anything else is
-  refused (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED); topic creation
-  beyond your plan is refused with POLICY_VIOLATION.
+{_names_note(spec)}
 
 {tls_note}
 {cert_note}
@@ -163,7 +162,7 @@ never commit them. The secret cannot be shown again; ask for a new key if it is 
     producer = Producer(json.load(open("confluent-kafka.json")))
     producer.produce("{p}orders", b"hello"); producer.flush()
 
-Consumers add `group.id` (starting with `{p}`). `librdkafka.properties` holds the same
+Consumers add `group.id`{group_note}. `librdkafka.properties` holds the same
 settings for every other librdkafka client (`kcat -F librdkafka.properties ...`).
 
 ## kafka-python
@@ -174,6 +173,22 @@ settings for every other librdkafka client (`kcat -F librdkafka.properties ...`)
 """
 
 
+def _names_note(spec: BundleSpec) -> str:
+    if spec.transparent:
+        return (
+            "- your names: plain, as on a cluster of your own (topic `orders`, group\n"
+            "  `billing`, transactional id `tx-1`); you see only your own topics, groups and\n"
+            "  transactions. Topic creation beyond your plan is refused with POLICY_VIOLATION."
+        )
+    p = spec.prefix
+    return (
+        f"- your namespace: topics, consumer groups and transactional ids whose names start\n"
+        f"  with `{p}` (for example topic `{p}orders`, group `{p}billing`). Anything else is\n"
+        f"  refused (TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED); topic creation\n"
+        f"  beyond your plan is refused with POLICY_VIOLATION."
+    )
+
+
 def render(spec: BundleSpec) -> dict[str, str]:
     """Every file of the bundle: name → text."""
     rdkafka = librdkafka_config(spec)
@@ -181,6 +196,7 @@ def render(spec: BundleSpec) -> dict[str, str]:
         "tenant": spec.tenant,
         "plan": spec.plan,
         "namespace": spec.prefix,
+        "names": "transparent" if spec.transparent else "prefixed",
         "bootstrap": spec.bootstrap,
         "security_protocol": spec.security_protocol,
         "sasl_mechanism": "PLAIN",

@@ -27,6 +27,9 @@ from ..authz.model import (
 from ..quotas.licence import tenant_prefix
 
 TenantState = Literal["active", "suspended", "deleted"]
+# how the tenant's clients name things: with the prefix, or plain (gateway/namespaces)
+NamespaceMode = Literal["prefixed", "transparent"]
+NAMESPACE_MODES: tuple[NamespaceMode, ...] = ("prefixed", "transparent")
 STATES: tuple[TenantState, ...] = ("active", "suspended", "deleted")
 BLOCKED_STATES = frozenset({"suspended", "deleted"})
 NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?")
@@ -110,6 +113,11 @@ class Tenant:
     certificates: tuple[str, ...] = ()
     created_at: float = field(default_factory=time.time)
     changed_at: float = field(default_factory=time.time)
+    namespace: NamespaceMode = "prefixed"
+
+    @property
+    def transparent(self) -> bool:
+        return self.namespace == "transparent"
 
     @property
     def blocked(self) -> bool:
@@ -128,6 +136,7 @@ class Tenant:
             "certificates": list(self.certificates),
             "created_at": self.created_at,
             "changed_at": self.changed_at,
+            "namespace": self.namespace,
         }
 
     @classmethod
@@ -136,6 +145,9 @@ class Tenant:
             state = record["state"]
             if state not in STATES:
                 raise ValueError(state)
+            mode = record.get("namespace", "prefixed")  # absent in older records
+            if mode not in NAMESPACE_MODES:
+                raise ValueError(mode)
             return cls(
                 name=str(record["name"]),
                 plan=str(record["plan"]),
@@ -145,6 +157,7 @@ class Tenant:
                 certificates=tuple(str(c) for c in record.get("certificates", ())),
                 created_at=float(record["created_at"]),
                 changed_at=float(record.get("changed_at", record["created_at"])),
+                namespace=mode,
             )
         except (KeyError, TypeError, ValueError):
             raise CorruptTenant("unreadable tenant record in the tenant store") from None

@@ -15,8 +15,9 @@ import contextlib
 import logging
 import secrets
 import shutil
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..authz.model import AclFilter, PatternFilter
@@ -26,6 +27,7 @@ from ..credentials import CredentialStore
 from ..quotas.store import QuotaStore
 from . import bundle
 from .model import (
+    NamespaceMode,
     Tenant,
     TenantError,
     TenantState,
@@ -151,7 +153,10 @@ async def create(
     listener: str | None = None,
     server_ca: Path | None = None,
     certificate: CertificateRequest | None = None,
+    names: NamespaceMode = "prefixed",
 ) -> Created:
+    """``names``: ``transparent`` gives the tenant plain names (gateway/namespaces): its
+    bundle's examples use them, gateways map them to its prefix."""
     config = stores.config
     prefix_format = topic_prefix_format(config)
     check_name(name, prefix_format)
@@ -181,7 +186,17 @@ async def create(
     steps = _Steps()
     try:
         return await _create_steps(
-            stores, steps, name, plan, prefix, actor, chosen, bundle_dir, server_ca, certificate
+            stores,
+            steps,
+            name,
+            plan,
+            prefix,
+            actor,
+            chosen,
+            bundle_dir,
+            server_ca,
+            certificate,
+            names,
         )
     except BaseException as exc:
         failed = await steps.rollback()
@@ -206,6 +221,7 @@ async def _create_steps(
     bundle_dir: Path | None,
     server_ca: Path | None,
     certificate: CertificateRequest | None,
+    names: NamespaceMode = "prefixed",
 ) -> Created:
     role, principal = role_for(name), principal_for(name)
     added = stores.policies.add(namespace_rules(name, prefix), actor)
@@ -270,7 +286,7 @@ async def _create_steps(
     spec = bundle.BundleSpec(
         tenant=name, plan=plan, prefix=prefix, bootstrap=bootstrap_of(listener),
         tls=listener.tls is not None, key_id=key.key_id, secret=secret, server_ca=ca_name,
-        certificate=client_cert,
+        certificate=client_cert, transparent=names == "transparent",
     )  # fmt: skip
     files = bundle.render(spec)
     written: list[Path] = []
@@ -289,8 +305,9 @@ async def _create_steps(
         written += _write_binary(bundle_dir, binary)
 
     tenant = Tenant(
-        name=name, plan=plan, prefix=prefix, api_keys=(key.key_id,), certificates=cert_names
-    )
+        name=name, plan=plan, prefix=prefix, api_keys=(key.key_id,), certificates=cert_names,
+        namespace=names,
+    )  # fmt: skip
     await stores.tenants.put(tenant, actor=actor, action="tenant.create")
     return Created(tenant, key.key_id, secret, bundle_dir, written)
 
@@ -347,6 +364,20 @@ def _write_binary(directory: Path, files: dict[str, bytes]) -> list[Path]:
             handle.write(data)
         written.append(path)
     return written
+
+
+async def set_names(stores: Stores, name: str, names: NamespaceMode, *, actor: str) -> Tenant:
+    """Switch the tenant between prefixed and transparent names (idempotent). No data moves:
+    the cluster-side names are the same; gateways apply it within a second, to requests
+    that arrive after it (its clients should reconnect)."""
+    tenant = await stores.tenants.get(name)
+    if tenant is None or tenant.state == "deleted":
+        raise TenantError(f"no tenant {name!r}")
+    if tenant.namespace == names:
+        return tenant
+    changed = replace(tenant, namespace=names, changed_at=time.time())
+    await stores.tenants.put(changed, actor=actor, action=f"tenant.names.{names}")
+    return changed
 
 
 async def set_state(stores: Stores, name: str, state: TenantState, *, actor: str) -> Tenant:

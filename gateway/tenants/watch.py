@@ -28,6 +28,7 @@ class TenantWatch:
         self.store = store
         self.interval_s = interval_s
         self._blocked: frozenset[str] = frozenset()
+        self._transparent: frozenset[str] = frozenset()  # namespace: transparent
         self.available = True
 
     @property
@@ -36,6 +37,10 @@ class TenantWatch:
 
     def blocked(self, tenant: str | None) -> bool:
         return tenant is not None and tenant in self._blocked
+
+    def transparent(self, tenant: str) -> bool:
+        """Whether the store says the tenant's clients use plain names (gateway/namespaces)."""
+        return tenant in self._transparent
 
     async def refresh(self) -> frozenset[str]:
         """Read the store once; the blocked set (the last known one if unreadable)."""
@@ -54,6 +59,7 @@ class TenantWatch:
             self.available = True
             log.info("tenant store available", extra={"event": "tenant_store_available"})
         blocked = frozenset(name for name, tenant in tenants.items() if tenant.blocked)
+        self._transparent = frozenset(n for n, tenant in tenants.items() if tenant.transparent)
         if blocked != self._blocked:
             log.info(
                 "blocked tenants changed",

@@ -1,0 +1,98 @@
+"""The namespace filter: tenant-side names to cluster-side names on the way in, back
+on the way out. It is the first filter of the chain (``runtime.gateway`` puts it
+before the record-encryption filter and the operators' filters), so on a request
+every other filter, authorization, quotas, the access log and the audit trail see
+cluster-side names, and on a response it runs last, after all of them.
+
+It also narrows what ApiVersions offers a namespaced connection (``advertise``): only
+the APIs ``table`` maps, at the versions it maps; before authentication, when the
+tenant is not known yet, a listener the namespaces apply to offers only those too
+(fail closed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..filters.api import BaseFilter, FilterContext, RequestCall, ResponseCall
+from ..protocol.apis import ApiSpec
+from .directory import Directory
+from .mappers import map_request, map_response
+from .names import NameRefused, Namespace
+from .table import NAMED_APIS, NAMELESS, offered_max
+
+log = logging.getLogger("kgw.namespaces")
+_REFUSAL_CODE = {19: ErrorCode.invalid_topic_exception, 20: ErrorCode.unknown_topic_id}
+
+
+class NamespaceFilter(BaseFilter):
+    name = "namespaces"
+    api_keys: frozenset[int] | None = frozenset(NAMED_APIS)
+
+    def __init__(self, directory: Directory) -> None:
+        super().__init__({})
+        self.directory = directory
+
+    def namespace(self, context: FilterContext) -> Namespace | None:
+        return self.directory.namespace(context.tenant, context.listener)
+
+    def applies(self, context: FilterContext) -> bool:
+        """Whether this connection's frames need the filter at all (else they pass
+        undecoded, as without it)."""
+        return self.namespace(context) is not None
+
+    def namespace_prefix(self, context: FilterContext) -> str | None:
+        """For the access log: the prefix this connection's names are mapped under."""
+        ns = self.namespace(context)
+        return None if ns is None else ns.prefix
+
+    def on_request(self, call: RequestCall) -> None:
+        ns = self.namespace(call.context)
+        if ns is None:
+            return
+        top = offered_max(call.api_key, call.api_version)
+        if top is None or call.api_version > top:  # not offered: refused before us, normally
+            call.reject(ErrorCode.unsupported_version, "not offered with transparent names")
+            return
+        try:
+            body = map_request(ns, call.api_key, call.body)
+        except NameRefused as exc:
+            log.info(
+                "name refused for %s: %s",
+                call.api_name,
+                exc,
+                extra={"event": "namespace_refused", "api": call.api_name},
+            )
+            code = _REFUSAL_CODE.get(call.api_key, ErrorCode.invalid_request)
+            call.reject(code, str(exc))
+            return
+        if body is not call.body:
+            call.replace(body)
+
+    def on_response(self, call: ResponseCall) -> None:
+        ns = self.namespace(call.context)
+        if ns is None:
+            return
+        body: Any = map_response(ns, call.api_key, call.body)
+        if body is not call.body:
+            call.replace(body)
+
+    def advertise(self, context: FilterContext, key: int, spec: ApiSpec | None) -> ApiSpec | None:
+        """What ApiVersions offers this connection for ``key`` (``spec``: what it would
+        offer without namespaces)."""
+        if spec is None or key in NAMELESS:
+            return spec
+        if context.tenant is None:
+            if not self.directory.applies_to_listener(context.listener):
+                return spec
+        elif self.namespace(context) is None:
+            return spec
+        top = offered_max(key, spec.max_version)
+        if top is None or top < spec.min_version:
+            return None
+        return (
+            spec if top == spec.max_version else ApiSpec(spec.key, spec.name, spec.min_version, top)
+        )

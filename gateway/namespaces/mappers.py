@@ -1,0 +1,118 @@
+"""Per-API request and response mappers: a kio message in the tenant's names to one in
+the cluster's names and back. Pure; ``table.NAMED_APIS`` says which fields.
+
+``map_request`` raises ``NameRefused`` for what cannot be mapped safely (an illegal
+topic name, a topic id the tenant cannot be shown to own, a pattern that could escape
+the namespace); the filter answers it as an error. ``map_response`` leaves out every
+entry naming another tenant's resource and rewrites broker error messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from .names import NameRefused, Namespace
+from .paths import Tree, compile_paths, message_paths, rename
+from .table import NAMED_APIS, NAMED_CONFIG_RESOURCES
+
+__all__ = ["NameRefused", "map_request", "map_response"]
+_ZERO_ID = uuid.UUID(int=0)
+CREATE_TOPICS, DELETE_TOPICS, LIST_TRANSACTIONS = 19, 20, 66
+CONFIG_APIS = frozenset({32, 33, 44})
+
+
+@cache
+def _request_tree(key: int) -> Tree:
+    return compile_paths(NAMED_APIS[key].request)
+
+
+@cache
+def _response_tree(key: int) -> Tree:
+    return compile_paths(NAMED_APIS[key].response)
+
+
+@cache
+def _messages(cls: Any) -> Tree:
+    return compile_paths(message_paths(cls))
+
+
+def map_request(ns: Namespace, key: int, body: Any) -> Any:
+    """``body`` (a request of API ``key`` in the tenant's names) in cluster-side names."""
+    if key not in NAMED_APIS:
+        raise NameRefused(f"api {key} is not offered with transparent namespaces")
+    if key == CREATE_TOPICS:
+        out = rename(body, _request_tree(key), ns.topic_to_cluster)
+    else:
+        out = rename(body, _request_tree(key), ns.to_cluster)
+    special = _REQUEST_SPECIAL.get(key)
+    return out if special is None else special(ns, out)
+
+
+def map_response(ns: Namespace, key: int, body: Any) -> Any:
+    """``body`` (a broker's response) as the tenant sees it: its own names only."""
+    out = rename(body, _response_tree(key), ns.to_tenant)
+    special = _RESPONSE_SPECIAL.get(key)
+    if special is not None:
+        out = special(ns, out)
+    kind: Any = type(body)
+    messages = _messages(kind)
+    if messages:
+        out = rename(out, messages, ns.strip_message)  # never None for a string
+    return out
+
+
+# -- what the paths alone cannot say ------------------------------------------
+
+
+def _delete_topics_request(ns: Namespace, body: Any) -> Any:
+    for entry in getattr(body, "topics", None) or ():
+        if entry.name is None and entry.topic_id not in (None, _ZERO_ID):
+            raise NameRefused("deleting a topic by id is not offered; name the topic")
+    return body
+
+
+def _config_resources(rename_name: Callable[[str], str | None]) -> Callable[[Any], Any]:
+    def one(entry: Any) -> Any:
+        if int(entry.resource_type) not in NAMED_CONFIG_RESOURCES:
+            return entry
+        mapped = rename_name(entry.resource_name)
+        return None if mapped is None else dataclasses.replace(entry, resource_name=mapped)
+
+    return one
+
+
+def _configs_request(ns: Namespace, body: Any) -> Any:
+    one = _config_resources(ns.to_cluster)
+    return dataclasses.replace(body, resources=tuple(one(r) for r in body.resources))
+
+
+def _configs_response(ns: Namespace, body: Any) -> Any:
+    field = "results" if hasattr(body, "results") else "responses"
+    one = _config_resources(ns.to_tenant)
+    kept = [m for m in (one(r) for r in getattr(body, field)) if m is not None]
+    return dataclasses.replace(body, **{field: tuple(kept)})
+
+
+def _list_transactions_request(ns: Namespace, body: Any) -> Any:
+    pattern = getattr(body, "transactional_id_pattern", None)
+    if not pattern:  # absent or empty: every id, the answer is filtered
+        return body
+    return dataclasses.replace(body, transactional_id_pattern=ns.regex_to_cluster(pattern))
+
+
+_REQUEST_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
+    DELETE_TOPICS: _delete_topics_request,
+    32: _configs_request,
+    33: _configs_request,
+    44: _configs_request,
+    LIST_TRANSACTIONS: _list_transactions_request,
+}
+_RESPONSE_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
+    32: _configs_response,
+    33: _configs_response,
+    44: _configs_response,
+}
