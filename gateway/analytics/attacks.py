@@ -108,7 +108,15 @@ class Injector:
             self.em.failed_login(p.name, p.tenant, hosts[i % len(hosts)], at_ms, p.mechanism)
         end = times[-1] / 1000
         attack = "brute_force_distributed" if distributed else "brute_force"
-        self._label(attack, kinds.AUTH_BURST_PRINCIPAL, p.name, start, end, attempts=total)
+        self._label(
+            attack,
+            kinds.AUTH_BURST_PRINCIPAL,
+            p.name,
+            start,
+            end,
+            attempts=total,
+            entities=sorted(hosts),
+        )
         if not distributed:
             self._label(attack, kinds.AUTH_BURST_ADDRESS, hosts[0], start, end, attempts=total)
 
@@ -241,14 +249,18 @@ class Injector:
         count = rng.randint(5, 20)
         times = self._times(start, rng.uniform(5, 25), count)
         api = "produce" if p.produces else "fetch"
-        self._session_requests(p, rng.choice(p.addresses), times, api=api, topic=p.spare_topic)
+        # A topic others (of another tenant) have used all along: a never-used topic
+        # would be a new one, which is not lateral movement.
+        owners = [q for q in self.scenario.principals if q.tenant != p.tenant] or [p]
+        topic = rng.choice(rng.choice(owners).topics)
+        self._session_requests(p, rng.choice(p.addresses), times, api=api, topic=topic)
         self._label(
             "lateral_access",
             kinds.FIRST_TOPIC,
             p.name,
             start,
             times[-1] / 1000,
-            topic=p.spare_topic,
+            topic=topic,
         )
 
     def throttle_storm(self, p: Principal) -> None:
@@ -288,11 +300,16 @@ def _iso(epoch_s: float) -> str:
     return rfc3339_ms(int(epoch_s * 1000))
 
 
-def inject(em: Emitter, scenario: Scenario, per_kind: int) -> list[Label]:
-    """``per_kind`` attacks of every kind on distinct victims; their labels."""
+def inject(
+    em: Emitter, scenario: Scenario, per_kind: int, exclude: frozenset[str] = frozenset()
+) -> list[Label]:
+    """``per_kind`` attacks of every kind on distinct victims (none in ``exclude``, the
+    principals of the benign traps); their labels."""
+    from . import evasive
+
     injector = Injector(em, scenario)
     rng = em.rng
-    pool = list(scenario.principals)
+    pool = [p for p in scenario.principals if p.name not in exclude]
     rng.shuffle(pool)
 
     def victim(eligible: Callable[[Principal], bool]) -> Principal | None:
@@ -308,6 +325,9 @@ def inject(em: Emitter, scenario: Scenario, per_kind: int) -> list[Label]:
     def busy(p: Principal) -> bool:
         return max(p.expected(h) for h in range(24)) >= 30
 
+    def busy_hours(p: Principal) -> bool:  # six working hours in a row, at least
+        return sum(1 for h in range(24) if p.expected(h) > 5) >= 8
+
     plan: list[tuple[Callable[[Principal], bool], Callable[[Principal], None]]] = [
         (night_capable, injector.unusual_hour),
         (busy, injector.throttle_storm),
@@ -318,6 +338,9 @@ def inject(em: Emitter, scenario: Scenario, per_kind: int) -> list[Label]:
         (lambda p: True, injector.denied_spike),
         (lambda p: True, injector.probing),
         (lambda p: True, injector.first_topic),
+        (lambda p: True, lambda p: evasive.slow_guessing(injector, p)),
+        (busy_hours, lambda p: evasive.sustained_exfiltration(injector, p)),
+        (lambda p: True, lambda p: evasive.destructive_admin(injector, p)),
     ]
     for _ in range(per_kind):
         for eligible, attack in plan:
@@ -325,4 +348,7 @@ def inject(em: Emitter, scenario: Scenario, per_kind: int) -> list[Label]:
             if p is not None:
                 attack(p)
         injector.spraying()
+        evasive.distributed_spraying(injector)
+        model = rng.choice([p for p in scenario.principals if p.name not in exclude] or pool)
+        evasive.new_principal_probing(injector, model)
     return injector.labels

@@ -1,9 +1,13 @@
 """Precision and recall of each detector against the simulator's labels.
 
-A finding matches a label of the same detector when they name the same entity
-and their times overlap (with ``slack`` seconds either side, for hourly buckets).
-Precision: findings that match some label / findings. Recall: labels matched by
-some finding / labels.
+A finding *names* a label's attack when its entity, principal or client address is
+the label's entity or one of the label's ``entities`` (the attacker's addresses, the
+victims), and their times overlap (with ``slack`` seconds either side, for hourly
+buckets). Recall: labels named by a finding *of the label's detector* / labels.
+Precision: findings that name some labelled attack, by whatever detector / findings
+(the attacker or the victim of a labelled attack, at its time, is a correct finding
+whichever detector raised it: a sustained exfiltration's busiest hour may well also
+be a volume spike). :func:`overall` gives both over every detector at once.
 """
 
 from __future__ import annotations
@@ -46,13 +50,20 @@ class Score:
         }
 
 
-def matches(finding: Finding, label: Label, slack: float = SLACK_S) -> bool:
+def related(finding: Finding, label: Label, slack: float = SLACK_S) -> bool:
+    """The finding names the label's attacker or victim, at the time of the attack."""
+    named = {label.entity, *label.detail.get("entities", ())}
+    mine = {finding.entity, finding.principal, finding.client_host}
     return (
-        finding.detector == label.detector
-        and finding.entity == label.entity
+        bool(named & mine)
         and finding.start <= label.end + slack
         and label.start <= finding.end + slack
     )
+
+
+def matches(finding: Finding, label: Label, slack: float = SLACK_S) -> bool:
+    """``related``, by the label's own detector."""
+    return finding.detector == label.detector and related(finding, label, slack)
 
 
 def evaluate(findings: list[Finding], labels: list[Label], slack: float = SLACK_S) -> list[Score]:
@@ -60,22 +71,30 @@ def evaluate(findings: list[Finding], labels: list[Label], slack: float = SLACK_
     for detector in DETECTORS:
         mine = [f for f in findings if f.detector == detector]
         wanted = [label for label in labels if label.detector == detector]
-        true_findings = sum(1 for f in mine if any(matches(f, lb, slack) for lb in wanted))
+        true_findings = sum(1 for f in mine if any(related(f, lb, slack) for lb in labels))
         found = sum(1 for lb in wanted if any(matches(f, lb, slack) for f in mine))
         scores.append(Score(detector, len(wanted), len(mine), true_findings, found))
     return scores
+
+
+def overall(findings: list[Finding], labels: list[Label], slack: float = SLACK_S) -> Score:
+    """Precision and recall over every detector at once."""
+    true_findings = sum(1 for f in findings if any(related(f, lb, slack) for lb in labels))
+    found = sum(1 for lb in labels if any(matches(f, lb, slack) for f in findings))
+    return Score("all", len(labels), len(findings), true_findings, found)
 
 
 def unmatched(
     findings: list[Finding], labels: list[Label], slack: float = SLACK_S
 ) -> tuple[list[Finding], list[Label]]:
     """False positives and missed labels, for reading what went wrong."""
-    false_positives = [f for f in findings if not any(matches(f, lb, slack) for lb in labels)]
+    false_positives = [f for f in findings if not any(related(f, lb, slack) for lb in labels)]
     missed = [lb for lb in labels if not any(matches(f, lb, slack) for f in findings)]
     return false_positives, missed
 
 
 def format_table(scores: list[Score]) -> str:
+    """One line per score (``overall``'s last, when given)."""
     lines = [
         f"{'detector':<30} {'labels':>6} {'found':>6} {'findings':>8} {'precision':>9} "
         f"{'recall':>6}"

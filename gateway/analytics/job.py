@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import flags, kinds, rollups
-from .detect import access, auth, baseline
+from .detect import run
 from .detect.context import Thresholds
 from .detect.rows import HourRow, Single
 from .findings import Finding, rank, write_findings_json, write_findings_parquet
@@ -26,7 +26,7 @@ from .records import rfc3339_ms
 from .spark import FIRST, LATER, Progress, in_pool
 
 HOUR = 3600
-STAGES = 7
+STAGES = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +95,8 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
 
         progress.stage("failed logins and throttling: bursts, spraying, storms")
         singles = pending_singles.result()
-        findings = auth.auth_bursts(singles, t) + auth.throttle_storms(singles, t)
-        progress.say(f"{len(singles):,} failed logins and throttled requests")
+        findings = run.auth_stage(singles, t)
+        progress.say(f"{len(singles):,} failed logins, throttled and administrative requests")
 
         progress.stage("rolling up per principal and hour")
         groups = pending_groups.result()
@@ -115,28 +115,22 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
             + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
         )
         hours = rollups.hour_rows(groups)
-        first_hour: dict[str, int] = {}
-        tenants: dict[str, str | None] = {}
-        for row in hours:
-            first_hour.setdefault(row.principal, row.hour)
-            tenants[row.principal] = tenants.get(row.principal) or row.tenant
-        old_enough = {
-            p: tenants[p] for p, h in first_hour.items() if h <= detect_from - t.history_s
-        }
-        progress.say(f"{len(hours):,} principal-hours of {len(first_hour):,} principals")
+        progress.say(f"{len(hours):,} principal-hours")
 
-        progress.stage("volume spikes, denied spikes, unusual hours")
-        periods = baseline.periods(hours, detect_from, t)
-        findings += baseline.hourly_findings(periods, t)
-        progress.stage("new or rare client networks")
-        findings += access.new_addresses(rollups.host_rows(groups, detect_from), old_enough, t)
+        progress.stage("spikes, sustained volume, unusual hours, networks, patient guessing")
+        more, context = run.hourly_stage(
+            singles, hours, rollups.host_rows(groups, detect_from), detect_from, data_end, t
+        )
+        findings += more
 
-        progress.stage("topic probing and first access to a topic")
+        progress.stage("probing, first access to a topic, newcomers, destructive admin")
         topics = pending_topics.result()
-        denied = rollups.denied_topics(topics)
-        findings += baseline.probing_findings(periods, denied, detect_from, t)
-        findings += access.first_topic_access(
-            rollups.new_topic_rows(topics, detect_from), old_enough
+        findings += run.topic_stage(
+            context,
+            rollups.denied_topics(topics),
+            rollups.new_topic_rows(topics, detect_from),
+            rollups.topic_users(topics),
+            t,
         )
     findings = rank(findings)
     progress.say(f"{len(findings)} findings")

@@ -47,8 +47,16 @@ class Label:
         )
 
 
-def write_labels(path: Path, labels: list[Label], scenario: dict[str, Any]) -> None:
-    document = {"scenario": scenario, "labels": [label.to_json() for label in labels]}
+def write_labels(
+    path: Path,
+    labels: list[Label],
+    scenario: dict[str, Any],
+    traps: list[dict[str, Any]] | None = None,
+) -> None:
+    """``traps``: the benign changes of the scenario (:mod:`.traps`), for reading."""
+    document: dict[str, Any] = {"scenario": scenario, "labels": [lb.to_json() for lb in labels]}
+    if traps is not None:
+        document["traps"] = traps
     path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import flags
 from .claimed import claimed_login
+from .detect.newcomers import ADMIN_APIS
 from .detect.rows import HOUR, HostRow, HourRow, Single, TopicRow
 from .flags import Flag, has
 
@@ -42,7 +43,9 @@ def prepare(frame: Any, flags_stored: bool | None = None) -> Any:
         claimed_login().alias("claimed_login"),
         "tenant",
         "client_host",
+        "api",
         F.coalesce(F.col("topics"), F.array().cast("array<string>")).alias("topics"),
+        F.coalesce(F.col("groups"), F.array().cast("array<string>")).alias("groups"),
         F.coalesce(F.col("throttle_ms"), F.lit(0)).alias("throttle_ms"),
         (F.coalesce(F.col("bytes_in"), F.lit(0)) + F.coalesce(F.col("bytes_out"), F.lit(0))).alias(
             "bytes"
@@ -185,25 +188,47 @@ def denied_topics(topics: Any) -> dict[tuple[str, int], tuple[str, ...]]:
 
 
 def singles(events: Any) -> list[Single]:
-    """Failed logins and throttled requests, one row each."""
+    """Failed logins, throttled requests and administrative requests, one row each."""
     from pyspark.sql import functions as F
 
     failure = has(Flag.AUTH_FAILURE)
-    frame = events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED)).select(
+    admin = has(Flag.OTHER_API) & F.col("api").isin(*ADMIN_APIS)
+    frame = events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED) | admin).select(
         "ts_s",
-        F.when(failure, "auth_failure").otherwise("throttled").alias("kind"),
+        F.when(failure, "auth_failure").when(admin, "admin").otherwise("throttled").alias("kind"),
         F.when(failure, F.coalesce("claimed_login", "principal"))
         .otherwise(F.col("principal"))
         .alias("principal"),
         "tenant",
         "client_host",
         "throttle_ms",
+        F.when(admin, F.col("api")).alias("api"),
+        F.when(admin, F.concat("topics", "groups")).alias("targets"),
+        has(Flag.ALLOWED).alias("allowed"),
     )
     table = frame.toArrow()
     return [
-        Single(*values)
-        for values in zip(*(column.to_pylist() for column in table.columns), strict=True)
+        Single(ts, kind, who, tenant, host, ms, api, tuple(targets or ()), bool(allowed))
+        for ts, kind, who, tenant, host, ms, api, targets, allowed in zip(
+            *(column.to_pylist() for column in table.columns), strict=True
+        )
     ]
+
+
+def topic_users(topics: Any) -> dict[str, dict[str, int]]:
+    """Per topic, each principal's first allowed use of it, from the Arrow table of
+    ``topic_hours`` (the whole input: how long a topic has been in use, and by whom)."""
+    import pyarrow.compute as pc
+
+    allowed = topics.filter(pc.greater(topics.column("allowed"), 0))
+    table = allowed.group_by(["topic", "principal"]).aggregate([("first", "min")])
+    users: dict[str, dict[str, int]] = {}
+    for topic, principal, first in zip(
+        *(table.column(name).to_pylist() for name in ("topic", "principal", "first_min")),
+        strict=True,
+    ):
+        users.setdefault(topic, {})[principal] = first
+    return users
 
 
 def _window(table: Any, detect_from: int) -> Any:

@@ -140,7 +140,11 @@ class Emitter:
         topic: str | None = None,
         decision: str = "allow",
         throttle_ms: int | None = None,
+        names: tuple[list[str], list[str]] | None = None,
+        scale: float = 1.0,
     ) -> None:
+        """One request; ``names`` (topics, groups) overrides the ones the API implies,
+        ``scale`` multiplies the bytes it moves."""
         rng = self.rng
         if api is None:
             api = _pick_api(rng, p.produces)
@@ -148,7 +152,10 @@ class Emitter:
         group = f"{p.tenant}.{p.client_id}"
         topics = [] if api in ("heartbeat", "find_coordinator") else [topic]
         groups = [group] if api in ("offset_commit", "heartbeat", "find_coordinator") else []
+        if names is not None:
+            topics, groups = names
         size_in, size_out, count = _sizes(rng, api, decision)
+        size_in, size_out = int(size_in * scale), int(size_out * scale)
         if throttle_ms is None:
             throttle_ms = rng.randrange(20, 400) if rng.random() < p.throttle_share else 0
         session.correlation += 1

@@ -10,13 +10,15 @@ nightly batch job, busy every night, is not a spike.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .. import kinds
 from ..findings import Finding, merge_adjacent
 from .context import Thresholds
 from .rows import HOUR, HourRow, Stats, by_key, hour_of_day, robust
+
+Factor = Callable[[HourRow], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +44,17 @@ def periods(rows: Iterable[HourRow], detect_from: int, t: Thresholds) -> list[Pe
     return found
 
 
-def hourly_findings(periods: Iterable[Period], t: Thresholds) -> list[Finding]:
-    """Volume spikes, denied spikes and unusual hours."""
+def hourly_findings(
+    periods: Iterable[Period], t: Thresholds, factor: Factor | None = None
+) -> list[Finding]:
+    """Volume spikes, denied spikes and unusual hours; ``factor`` (principal's row ->
+    how much its whole tenant rose that hour, 1.0 when it did not) discounts a spike
+    its peers share."""
     found: list[Finding] = []
     for period in periods:
-        found += volume_spikes(period.base, period.recent, t)
+        found += volume_spikes(period.base, period.recent, t, factor)
         found += denied_spikes(period.base, period.recent, t)
-        found += unusual_hours(period.base, period.recent, t)
+        found += unusual_hours(period.base, period.recent, t, factor)
     return merge_adjacent(found)
 
 
@@ -71,7 +77,9 @@ def probing_findings(
     return merge_adjacent(found)
 
 
-def volume_spikes(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> list[Finding]:
+def volume_spikes(
+    base: list[HourRow], recent: list[HourRow], t: Thresholds, factor: Factor | None = None
+) -> list[Finding]:
     active = [r for r in base if r.allowed > 0]
     requests = robust([r.allowed for r in active])
     sizes = robust([r.bytes for r in active])
@@ -87,7 +95,8 @@ def volume_spikes(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> 
 
     found = []
     for r in recent:
-        if not (spike(r.allowed, requests) or spike(r.bytes, sizes)):
+        rose = factor(r) if factor is not None else 1.0
+        if not (spike(r.allowed / rose, requests) or spike(r.bytes / rose, sizes)):
             continue
         z = max(requests.z(r.allowed), sizes.z(r.bytes))
         ratio = r.allowed / max(requests.median, 1.0)
@@ -112,6 +121,7 @@ def volume_spikes(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> 
                     "robust_z_bytes": round(sizes.z(r.bytes), 2),
                     "ratio_to_median": round(ratio, 2),
                     "baseline_hours": requests.n,
+                    "tenant_factor": round(rose, 2),
                 },
                 principal=r.principal,
                 tenant=r.tenant,
@@ -186,7 +196,9 @@ def probing(
     return found
 
 
-def unusual_hours(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> list[Finding]:
+def unusual_hours(
+    base: list[HourRow], recent: list[HourRow], t: Thresholds, factor: Factor | None = None
+) -> list[Finding]:
     per_hod: Counter[int] = Counter()
     for r in base:
         per_hod[hour_of_day(r.hour)] += r.allowed
@@ -198,7 +210,8 @@ def unusual_hours(base: list[HourRow], recent: list[HourRow], t: Thresholds) -> 
     for r in recent:
         hod = hour_of_day(r.hour)
         share = per_hod[hod] / total
-        if r.allowed < t.unusual_min_requests or share >= t.unusual_share:
+        rose = factor(r) if factor is not None else 1.0
+        if r.allowed / rose < t.unusual_min_requests or share >= t.unusual_share:
             continue
         found.append(
             Finding(

@@ -28,11 +28,14 @@ class Single(NamedTuple):
     """A failed login or a throttled request, one by one (a named tuple, as ``HourRow``)."""
 
     ts: int
-    kind: str  # auth_failure | throttled
+    kind: str  # auth_failure | throttled | admin
     principal: str | None
     tenant: str | None
     host: str | None
     throttle_ms: int = 0
+    api: str | None = None  # admin: the API (delete_topics, ...)
+    targets: tuple[str, ...] = ()  # admin: the topics and groups it named
+    allowed: bool = True  # admin: whether the gateway let it through
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ def test_ordinary_traffic_has_the_noise_of_a_real_log() -> None:
 
 
 def test_every_detector_has_labels_inside_the_attack_window(tmp_path: Path) -> None:
-    result = write_simulation(tmp_path, SimulationOptions(tenants=4, principals=6, attacks=2))
+    result = write_simulation(tmp_path, SimulationOptions(tenants=8, principals=6, attacks=2))
     labels = read_labels(result.labels_path)
     assert labels == result.labels
     per_detector = collections.Counter(label.detector for label in labels)
@@ -81,7 +81,14 @@ def test_every_detector_has_labels_inside_the_attack_window(tmp_path: Path) -> N
     first = json.loads((result.log_dir / files[0]).read_text().splitlines()[0])
     assert first["v"] == 1
     scenario = json.loads((tmp_path / "scenario.json").read_text())
-    assert len(scenario["principals"]) == 24
+    assert len(scenario["principals"]) == 48
+    assert {t["kind"] for t in json.loads(result.labels_path.read_text())["traps"]} == {
+        "sale_day",
+        "new_topic",
+        "key_rotation",
+        "address_move",
+        "routine_admin",
+    }
 
 
 def test_bad_options_are_refused() -> None:

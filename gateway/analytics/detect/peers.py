@@ -1,0 +1,217 @@
+"""Judging a principal's hour against its own usual hour *and* its tenant's peers.
+
+A principal's usual volume at each hour of day is the mean of its baseline hours at
+that hour of day (hours without a request count as zero). A *tenant factor* for an
+hour is the median, over the tenant's other principals active in the window, of
+their volume relative to their usual: when a whole tenant rises together (a sale
+day) the factor says so, and each principal is judged after dividing its volume by
+it. ``sustained_volume`` accumulates over many hours: a run of hours, each well above
+the usual and together several times it, finds an exfiltration that never spikes.
+Pure Python over the hourly rows.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .. import kinds
+from ..findings import Finding
+from .baseline import Period
+from .context import Thresholds
+from .rows import HOUR, hour_of_day
+
+
+@dataclass(frozen=True, slots=True)
+class Usual:
+    """A principal's usual requests and bytes per hour of day, and per hour overall."""
+
+    requests: tuple[float, ...]  # 24 values
+    bytes: tuple[float, ...]
+    mean_requests: float
+    mean_bytes: float
+    tenant: str | None
+
+
+def usual(period: Period, detect_from: int) -> Usual:
+    first = period.base[0].hour if period.base else detect_from
+    seen = [0] * 24
+    for h in range(first, detect_from, HOUR):
+        seen[hour_of_day(h)] += 1
+    req = [0.0] * 24
+    size = [0.0] * 24
+    for r in period.base:
+        req[hour_of_day(r.hour)] += r.allowed
+        size[hour_of_day(r.hour)] += r.bytes
+    hours = max(1, sum(seen))
+    tenant = next((r.tenant for r in period.recent if r.tenant), None)
+    return Usual(
+        tuple(v / max(1, n) for v, n in zip(req, seen, strict=True)),
+        tuple(v / max(1, n) for v, n in zip(size, seen, strict=True)),
+        sum(req) / hours,
+        sum(size) / hours,
+        tenant,
+    )
+
+
+def _ratio(value: float, expected: float, mean: float) -> float:
+    """``value`` over ``expected``, the expectation floored at a tenth of the mean hour
+    (and at 1) so an hour that is usually idle does not divide by almost nothing."""
+    return value / max(expected, 0.1 * mean, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantFactors:
+    """Per tenant and hour, each active principal's ratio to its usual requests."""
+
+    ratios: Mapping[tuple[str, int], list[tuple[str, float]]]
+
+    def factor(self, tenant: str | None, hour: int, principal: str) -> tuple[float, int]:
+        """The median ratio of the principal's peers in that hour, and how many peers."""
+        if tenant is None:
+            return 1.0, 0
+        peers = [v for name, v in self.ratios.get((tenant, hour), ()) if name != principal]
+        if not peers:
+            return 1.0, 0
+        return float(statistics.median(peers)), len(peers)
+
+    def rose(self, tenant: str | None, hour: int, principal: str, t: Thresholds) -> float:
+        """The factor to divide the principal's volume by (1.0 unless the tenant rose)."""
+        value, peers = self.factor(tenant, hour, principal)
+        return value if peers >= t.tenant_peers_min and value >= t.tenant_factor_min else 1.0
+
+
+def tenant_factors(
+    periods: Iterable[Period], usuals: Mapping[str, Usual], data_end: int
+) -> TenantFactors:
+    ratios: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
+    for period in periods:
+        u = usuals[period.principal]
+        if u.tenant is None or u.mean_requests <= 0:
+            continue
+        counts = {r.hour: r.allowed for r in period.recent}
+        start = period.recent[0].hour
+        for hour in range(start, data_end + 1, HOUR):
+            hod = hour_of_day(hour)
+            if u.requests[hod] <= 0 and hour not in counts:
+                continue  # an hour it is usually idle in and was: says nothing
+            value = _ratio(counts.get(hour, 0), u.requests[hod], u.mean_requests)
+            ratios[(u.tenant, hour)].append((period.principal, value))
+    return TenantFactors(ratios)
+
+
+def sustained_volume(
+    periods: Iterable[Period],
+    usuals: Mapping[str, Usual],
+    factors: TenantFactors,
+    data_end: int,
+    t: Thresholds,
+) -> list[Finding]:
+    found: list[Finding] = []
+    for period in periods:
+        u = usuals[period.principal]
+        if u.mean_requests <= 0:
+            continue
+        found += _runs(period, u, factors, data_end, t)
+    return found
+
+
+def _runs(
+    period: Period, u: Usual, factors: TenantFactors, data_end: int, t: Thresholds
+) -> list[Finding]:
+    rows = {r.hour: r for r in period.recent}
+    start = period.recent[0].hour
+    hours = list(range(start, data_end + 1, HOUR))
+    marks: list[Mark] = []
+    for hour in hours:
+        hod = hour_of_day(hour)
+        row = rows.get(hour)
+        got_r = float(row.allowed) if row else 0.0
+        got_b = float(row.bytes) if row else 0.0
+        factor = factors.rose(u.tenant, hour, period.principal, t)
+        exp_r = max(u.requests[hod], 0.1 * u.mean_requests, 1.0) * factor
+        exp_b = max(u.bytes[hod], 0.1 * u.mean_bytes, 1.0) * factor
+        marks.append((hour, got_r, exp_r, got_b, exp_b, factor))
+    found: list[Finding] = []
+    run: list[Mark] = []
+    quiet = False
+    for mark in marks:
+        if _high(mark, t):
+            run.append(mark)
+            quiet = False
+        elif run and not quiet:
+            run.append(mark)  # one ordinary hour does not end a run
+            quiet = True
+        elif run:
+            found += _close(period.principal, u, run, t)
+            run, quiet = [], False
+    return found + _close(period.principal, u, run, t)
+
+
+Mark = tuple[int, float, float, float, float, float]  # hour, requests, expected, bytes, ..
+
+
+def _high(mark: Mark, t: Thresholds) -> bool:
+    _, got_r, exp_r, got_b, exp_b, _ = mark
+    return got_r >= exp_r * t.sustained_hour_ratio or got_b >= exp_b * t.sustained_hour_ratio
+
+
+def _close(principal: str, u: Usual, run: list[Mark], t: Thresholds) -> list[Finding]:
+    while run and not _high(run[-1], t):
+        run = run[:-1]
+    finding = _judge(principal, u, run, t)
+    return [finding] if finding is not None else []
+
+
+def _judge(
+    principal: str,
+    u: Usual,
+    run: list[Mark],
+    t: Thresholds,
+) -> Finding | None:
+    if len(run) < t.sustained_hours_min or sum(m[1] for m in run) < t.sustained_min_requests:
+        return None
+    got_r = sum(m[1] for m in run)
+    exp_r = sum(m[2] for m in run)
+    got_b = sum(m[3] for m in run)
+    exp_b = sum(m[4] for m in run)
+    ratio_r, ratio_b = got_r / exp_r, got_b / exp_b
+    excess_r_ok = got_r - exp_r >= max(
+        t.sustained_excess_hours * max(u.mean_requests, 1.0), 4 * exp_r**0.5
+    )
+    excess_b_ok = got_b - exp_b >= t.sustained_excess_hours * max(u.mean_bytes, 1.0)
+    by_requests = ratio_r >= t.sustained_ratio and excess_r_ok
+    by_bytes = ratio_b >= t.sustained_ratio and excess_b_ok
+    if not (by_requests or by_bytes):
+        return None
+    ratio = max(ratio_r if by_requests else 0.0, ratio_b if by_bytes else 0.0)
+    start, end = run[0][0], run[-1][0] + HOUR
+    hours = len(run)
+    most = max(max(m[1] / m[2], m[3] / m[4]) for m in run)
+    return Finding(
+        kinds.SUSTAINED_VOLUME,
+        "high" if ratio >= 4 or hours >= 8 else "medium",
+        ratio / t.sustained_ratio * hours / t.sustained_hours_min,
+        principal,
+        start,
+        end,
+        f"{principal} moved {ratio:.1f} times its usual volume for {hours} hours "
+        f"({int(got_r):,} requests, {int(got_b):,} bytes; the busiest hour {most:.1f} times "
+        "its usual)",
+        {
+            "hours": hours,
+            "requests": int(got_r),
+            "expected_requests": round(exp_r, 1),
+            "bytes": int(got_b),
+            "expected_bytes": round(exp_b),
+            "ratio_requests": round(ratio_r, 2),
+            "ratio_bytes": round(ratio_b, 2),
+            "max_hour_ratio": round(most, 2),
+            "tenant_factor_max": round(max(m[5] for m in run), 2),
+            "baseline_mean_requests_per_hour": round(u.mean_requests, 1),
+        },
+        principal=principal,
+        tenant=u.tenant,
+    )
