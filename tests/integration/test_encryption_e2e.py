@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.devstack.gateway_proc import GatewayProcess
@@ -252,3 +252,113 @@ def test_rotation_disable_and_shredding(
     assert [
         a for a in ("kek.rotate", "kek.disable", "kek.destroy") if any(a in x for x in actions)
     ] == ["kek.rotate", "kek.disable", "kek.destroy"]
+
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def expected(tag: str, count: int) -> list[tuple[bytes, bytes]]:
+    return [(f"key-{tag}-{i}".encode(), f"MARKER-{tag}-{i}".encode()) for i in range(count)]
+
+
+def test_kafka_python_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaCluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    for codec in CODECS:
+        topic = new_topic(encrypting.bootstrap, "enc.kp.")
+        producer = KafkaProducer(
+            bootstrap_servers=encrypting.bootstrap, acks="all", linger_ms=20,
+            compression_type=None if codec == "none" else codec,
+        )  # fmt: skip
+        want = expected(f"kp{codec}", 20)
+        for key, value in want:
+            producer.send(topic, key=key, value=value, headers=[("h", key)])
+        producer.flush(60)
+        producer.close()
+        consumer = KafkaConsumer(
+            topic, bootstrap_servers=encrypting.bootstrap, auto_offset_reset="earliest",
+            consumer_timeout_ms=20000, enable_auto_commit=False,
+        )  # fmt: skip
+        got = []
+        for message in consumer:
+            got.append(message)
+            if len(got) == len(want):
+                break
+        consumer.close()
+        assert [(m.key, m.value, list(m.headers)) for m in got] == [
+            (k, v, [("h", k)]) for k, v in want
+        ], codec
+        assert not segments_contain(kafka_cluster, topic, b"MARKER-")
+
+
+def test_aiokafka_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaCluster) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def run(codec: str, topic: str, want: list[tuple[bytes, bytes]]) -> list[Any]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=encrypting.bootstrap, acks="all",
+            compression_type=None if codec == "none" else codec,
+        )  # fmt: skip
+        await producer.start()
+        try:
+            batch = producer.create_batch()
+            for key, value in want:
+                batch.append(key=key, value=value, timestamp=None, headers=[("h", value)])
+            partitions = await producer.partitions_for(topic)
+            await (await producer.send_batch(batch, topic, partition=min(partitions)))
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=encrypting.bootstrap, auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )  # fmt: skip
+        await consumer.start()
+        got: list[Any] = []
+        try:
+            while len(got) < len(want):
+                got.append(await asyncio.wait_for(consumer.getone(), 30))
+        finally:
+            await consumer.stop()
+        return got
+
+    for codec in CODECS:
+        topic = new_topic(encrypting.bootstrap, "enc.aio.")
+        want = expected(f"aio{codec}", 20)
+        got = asyncio.run(run(codec, topic, want))
+        assert [(m.key, m.value, list(m.headers)) for m in got] == [
+            (k, v, [("h", v)]) for k, v in want
+        ], codec
+        assert not segments_contain(kafka_cluster, topic, b"MARKER-")
+
+
+def test_java_console_tools_each_codec(
+    encrypting: GatewayProcess, kafka_cluster: KafkaCluster
+) -> None:
+    topics = {}
+    for codec in CODECS:
+        topic = new_topic(encrypting.bootstrap, "enc.java.")
+        topics[codec] = topic
+        lines = "".join(f"key-j{codec}-{i}\tMARKER-j{codec}-{i}\n" for i in range(10))
+        done = subprocess.run(
+            kafka_cluster.tool_argv("console-producer", [
+                "--bootstrap-server", encrypting.bootstrap, "--topic", topic,
+                "--compression-codec", codec,
+                "--property", "parse.key=true", "--property", "key.separator=\t",
+            ]),
+            input=lines.encode(), capture_output=True, timeout=180, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert not segments_contain(kafka_cluster, topic, b"MARKER-")
+    done = subprocess.run(
+        kafka_cluster.tool_argv("console-consumer", [
+            "--bootstrap-server", encrypting.bootstrap, "--include", "enc[.]java[.].*",
+            "--from-beginning", "--max-messages", str(10 * len(CODECS)), "--timeout-ms", "60000",
+            "--property", "print.key=true", "--property", "key.separator=\t",
+        ]),
+        capture_output=True, timeout=240, check=False,
+    )  # fmt: skip
+    got = sorted(done.stdout.decode().splitlines())
+    want = sorted(f"key-j{c}-{i}\tMARKER-j{c}-{i}" for c in CODECS for i in range(10))
+    assert got == want, done.stderr[-2000:]
