@@ -44,18 +44,29 @@ from gateway.devstack.gateway_proc import GatewayProcess
 CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 TARGET_RATIO = 1.6  # >= 0.8 x N with N = 2
+START_TIMEOUT_S = 300
 
 
-def children(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (a supervisor's workers)."""
+def workers_of(pid: int) -> list[int]:
+    """A supervisor's worker processes (children started with ``--worker-slot``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == pid:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if int(fields[1]) == pid and b"--worker-slot" in argv:
                     found.append(int(entry.name))
     return sorted(found)
+
+
+class SlowHostGateway(GatewayProcess):
+    """Waits longer for readiness: fresh interpreters start slowly on a shared host."""
+
+    def start(
+        self, expected_brokers: int | None, timeout: float = START_TIMEOUT_S, detach: bool = False
+    ) -> None:
+        super().start(expected_brokers, max(timeout, START_TIMEOUT_S), detach)
 
 
 def pin(pid: int, cpus: str) -> None:
@@ -116,9 +127,11 @@ class WorkersBench(VariantBench):
 
     def _gateway(self, variant: Variant) -> GatewayProcess:
         assert self.cluster is not None
-        gw = start_variant(self.cluster.bootstrap_servers, self.workdir, variant, self.a.nodes)
+        gw = start_variant(
+            self.cluster.bootstrap_servers, self.workdir, variant, self.a.nodes, SlowHostGateway
+        )
         assert gw.pid is not None
-        workers = children(gw.pid) or [gw.pid]  # one worker: the process itself
+        workers = workers_of(gw.pid) or [gw.pid]  # one worker: the process itself
         pin(gw.pid, "0")
         groups = []
         for index, pid in enumerate(workers):
@@ -135,7 +148,7 @@ class WorkersBench(VariantBench):
         gw = self.gateways.get(target)
         if gw is None or gw.pid is None:
             return []
-        return [gw.pid, *children(gw.pid)]
+        return [gw.pid, *workers_of(gw.pid)]
 
     def one_round(self, target: str, rnd: int) -> None:
         pids = self._pids(target)

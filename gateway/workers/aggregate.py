@@ -7,6 +7,12 @@ histogram buckets/sums/counts and gauges (open connections, queued records) are
 all additive across processes. ``*_created`` samples are dropped (one process's
 start time says nothing about the group).
 
+Gauges are of two kinds. Those that count something held by one process (open
+connections, queued access-log records, quota buckets and connections: ``ADDITIVE``)
+are summed; every other gauge describes shared state each worker observes on its own
+(Redis up, degraded, timestamps, consumer lag, cluster health) and is the maximum
+over the workers — the minimum for ``*_up`` (up only if up everywhere).
+
 A worker that dies takes its counters with it; so that the group's counters never
 go backwards, ``Retired`` keeps the last figures read from each worker and adds
 the monotonic ones (counters and histograms, not gauges) of the dead to every
@@ -16,7 +22,8 @@ supervisor reads every few seconds).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
@@ -24,6 +31,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 MONOTONIC = frozenset({"counter", "histogram", "summary"})
+ADDITIVE = frozenset({
+    "kgw_open_connections", "kgw_accesslog_queued", "kgw_quota_buckets_local",
+    "kgw_quota_buckets_shared", "kgw_quota_connections_open",
+})  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -59,10 +70,22 @@ def merge(groups: Iterable[Families], monotonic_only: bool = False) -> Families:
         for name, family in families.items():
             if monotonic_only and family.type not in MONOTONIC:
                 continue
-            into = total.setdefault(name, Family(name, family.documentation, family.type))
+            into = total.get(name)
+            if into is None:
+                into = total[name] = Family(name, family.documentation, family.type)
+                into.samples = dict(family.samples)
+                continue
+            combine = _combiner(family)
             for key, value in family.samples.items():
-                into.samples[key] = into.samples.get(key, 0.0) + value
+                old = into.samples.get(key)
+                into.samples[key] = value if old is None else combine(old, value)
     return total
+
+
+def _combiner(family: Family) -> Callable[[float, float], float]:
+    if family.type != "gauge" or family.name in ADDITIVE:
+        return operator.add
+    return min if family.name.endswith("_up") else max
 
 
 @dataclass(slots=True)

@@ -88,7 +88,9 @@ def worker_config(config: GatewayConfig, slot: int, workers: int) -> GatewayConf
       supervisor serves the configured port and aggregates every worker's figures;
     - with more than one worker, each writes its own access-log files (rotation by
       several processes on one file would lose records);
-    - ``quotas.expected_instances`` counts processes: it is multiplied by the workers.
+    - ``quotas.expected_instances`` counts processes: it is multiplied by the workers;
+    - service monitoring (health, lag, the canary) runs in worker 0 only: one canary
+      per host, not one per worker.
     """
     update: dict[str, object] = {
         "server": config.server.model_copy(update={"workers": workers}),
@@ -104,4 +106,6 @@ def worker_config(config: GatewayConfig, slot: int, workers: int) -> GatewayConf
     if quotas is not None and workers > 1:
         instances = min(MAX_EXPECTED_INSTANCES, quotas.expected_instances * workers)
         update["quotas"] = quotas.model_copy(update={"expected_instances": instances})
+    if slot > 0 and config.monitoring is not None:
+        update["monitoring"] = None
     return config.model_copy(update=update)

@@ -33,7 +33,8 @@ from .worker import Status, read_status
 
 log = logging.getLogger("kgw.workers")
 TICK_S = 0.1
-POLL_S = 1.0
+POLL_S = 1.0  # every worker's /readyz
+SCRAPE_S = 5.0  # every worker's /metrics in the background (kept if it dies)
 SCRAPE_TIMEOUT_S = 3.0
 
 
@@ -62,6 +63,7 @@ class Supervisor:
         self.latest: dict[int, Families] = {}  # slot -> last exposition read
         self.metrics_server: ObservabilityServer | None = None
         self.signals: list[str] = []
+        self._scraped_at = 0.0
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(_GroupCollector(self))
 
@@ -190,7 +192,8 @@ class Supervisor:
         if self.metrics_server is None:
             return
         await asyncio.gather(*(self._read_ready(slot, s) for slot, s in self.status.items()))
-        await self._scrape()
+        if time.monotonic() - self._scraped_at >= SCRAPE_S:
+            await self._scrape()
 
     async def _read_ready(self, slot: int, status: Status) -> None:
         if status.metrics_port is None:
@@ -205,6 +208,7 @@ class Supervisor:
                 answers[slot] = False
 
     async def _scrape(self) -> None:
+        self._scraped_at = time.monotonic()
         items = [(slot, s) for slot, s in self.status.items() if s.metrics_port is not None]
         replies = await asyncio.gather(
             *(http_get(s.metrics_port or 0, "/metrics", SCRAPE_TIMEOUT_S) for _, s in items)

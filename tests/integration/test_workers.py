@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.devstack.gateway_proc import GatewayProcess
+from gateway.devstack.kafka_cluster import KafkaCluster
 
-from ..conftest import GatewayFactory, gateway_log_events
-from ..redis_server import RedisServer, free_port
+from ..conftest import gateway_log_events
+from ..redis_server import RedisServer
 from . import workerprocs as wp
 
 pytestmark = pytest.mark.integration
@@ -41,12 +42,22 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
         server.kill()
 
 
-def two_workers(gateway_factory: GatewayFactory, **overrides: Any) -> tuple[GatewayProcess, int]:
-    port = free_port()
-    gateway = gateway_factory(server={"workers": 2}, metrics={"port": port}, **overrides)
-    assert gateway.pid is not None
-    wp.wait_workers(gateway.pid, 2)
-    return gateway, port
+Start = Callable[..., tuple[GatewayProcess, int]]
+
+
+@pytest.fixture
+def two_workers(kafka_cluster: KafkaCluster, tmp_path: Path) -> Iterator[Start]:
+    """``two_workers(**sections)``: a gateway with two workers on the shared cluster."""
+    started: list[GatewayProcess] = []
+
+    def start(**overrides: Any) -> tuple[GatewayProcess, int]:
+        gateway, port = wp.start_gateway(kafka_cluster, tmp_path / "gw", **overrides)
+        started.append(gateway)
+        return gateway, port
+
+    yield start
+    for gateway in started:
+        gateway.stop()
 
 
 def per_worker(gateway: GatewayProcess, prefix: str) -> dict[int, float]:
@@ -60,15 +71,16 @@ def per_worker(gateway: GatewayProcess, prefix: str) -> dict[int, float]:
 
 
 def test_a_quota_holds_across_both_workers(
-    gateway_factory: GatewayFactory, redis: RedisServer, topic: str
+    two_workers: Start, redis: RedisServer, topic: str
 ) -> None:
     quotas = {
         "redis_url": redis.url,
         "key_prefix": f"kgw:workers:{topic}:",
         "default_plan": "metered",
         "plans": {"metered": {"produce_bytes": RATE, "produce_bytes_burst": BURST}},
+        "redis_timeout_s": 2.0,  # the host is shared: a slow answer is not an outage
     }
-    gateway, metrics = two_workers(gateway_factory, quotas=quotas)
+    gateway, metrics = two_workers(quotas=quotas)
     admin = AdminClient({"bootstrap.servers": gateway.bootstrap})  # kept until the result
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
     producers = [
@@ -173,9 +185,9 @@ class Traffic:
 
 
 def test_a_killed_worker_is_replaced_and_no_acknowledged_record_is_lost(
-    gateway_factory: GatewayFactory, topic: str
+    two_workers: Start, topic: str
 ) -> None:
-    gateway, metrics = two_workers(gateway_factory)
+    gateway, metrics = two_workers()
     assert gateway.pid is not None
     admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
     admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(30)
@@ -189,7 +201,7 @@ def test_a_killed_worker_is_replaced_and_no_acknowledged_record_is_lost(
     served_before = wp.metric(wp.get(metrics, "/metrics")[1], "kgw_connections_total{")
     acked_before = len(traffic.acked)
     os.kill(before[victim], signal.SIGKILL)
-    after = wp.wait_workers(gateway.pid, 2)
+    after = wp.wait_workers(gateway.pid, 2, wp.START_TIMEOUT_S)
     assert after[victim] != before[victim] and after[1 - victim] == before[1 - victim]
     time.sleep(4)
     assert len(traffic.acked) > acked_before, "production stalled after the kill"
@@ -205,8 +217,8 @@ def test_a_killed_worker_is_replaced_and_no_acknowledged_record_is_lost(
     assert not traffic.failed, traffic.failed[:5]
 
 
-def test_sigterm_drains_both_workers(gateway_factory: GatewayFactory, topic: str) -> None:
-    gateway, metrics = two_workers(gateway_factory)
+def test_sigterm_drains_both_workers(two_workers: Start, topic: str) -> None:
+    gateway, metrics = two_workers()
     assert gateway.pid is not None
     admin = AdminClient({"bootstrap.servers": gateway.bootstrap})  # kept until the result
     admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(30)

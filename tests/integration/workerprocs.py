@@ -10,6 +10,14 @@ import os
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
+from gateway.devstack.kafka_cluster import KafkaCluster
+
+from ..redis_server import free_port
+
+START_TIMEOUT_S = 240  # two fresh interpreters on a host shared by many test runs
 
 
 def _children(parent: int) -> list[int]:
@@ -36,6 +44,25 @@ def _argv(pid: int) -> list[str]:
 
 def _option(argv: list[str], name: str) -> str | None:
     return argv[argv.index(name) + 1] if name in argv else None
+
+
+def start_gateway(
+    cluster: KafkaCluster, workdir: Path, wait_brokers: bool = True, **overrides: Any
+) -> tuple[GatewayProcess, int]:
+    """``kgw serve`` with ``server.workers: 2`` and a metrics port, both workers up."""
+    bootstrap, base = pick_ports()
+    port = free_port()
+    sections: dict[str, Any] = {"server": {"workers": 2}, "metrics": {"port": port}}
+    config = dev_config(cluster.bootstrap_servers, bootstrap, base, **(sections | overrides))
+    gateway = GatewayProcess(workdir, config)
+    try:
+        gateway.start(len(cluster.pids) if wait_brokers else None, timeout=START_TIMEOUT_S)
+        assert gateway.pid is not None
+        wait_workers(gateway.pid, 2, START_TIMEOUT_S)
+    except BaseException:
+        gateway.stop()
+        raise
+    return gateway, port
 
 
 def workers(supervisor: int) -> dict[int, int]:

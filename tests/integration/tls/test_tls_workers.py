@@ -10,14 +10,16 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gateway.devstack.gateway_proc import GatewayProcess
+from gateway.devstack.kafka_cluster import KafkaCluster
 
 from .. import workerprocs as wp
-from .conftest import Pki, StartTls, kgw_certs, tls_listener, tls_section
+from .conftest import Pki, kgw_certs, tls_listener, tls_section, wait_tls_ready
 from .test_tls_rotation import fingerprint, install
 
 pytestmark = pytest.mark.integration
@@ -47,14 +49,24 @@ def served(gw: GatewayProcess, pki: Pki, pids: list[int]) -> dict[int, set[str]]
     return seen
 
 
+@pytest.fixture
+def tls_workers(kafka_cluster: KafkaCluster, pki: Pki, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """Two workers behind a TLS listener whose files only a SIGHUP reloads."""
+    listener = tls_listener(tls_section(pki, tmp_path / "material", watch_interval_s=0))
+    gw, _ = wp.start_gateway(kafka_cluster, tmp_path / "gw", False, listeners=[listener])
+    try:
+        wait_tls_ready(gw, pki.context("healthy"), len(kafka_cluster.pids), wp.START_TIMEOUT_S)
+        yield gw
+    finally:
+        gw.stop()
+
+
 def test_sighup_reloads_the_certificate_in_every_worker(
-    start_tls_gateway: StartTls, pki: Pki, tmp_path: Path
+    tls_workers: GatewayProcess, pki: Pki, tmp_path: Path
 ) -> None:
-    material = tmp_path / "material"
-    listener = tls_listener(tls_section(pki, material, watch_interval_s=0))
-    gw = start_tls_gateway(listener, server={"workers": 2})
+    gw, material = tls_workers, tmp_path / "material"
     assert gw.pid is not None
-    pids = list(wp.wait_workers(gw.pid, 2).values())
+    pids = list(wp.workers(gw.pid).values())
     old = fingerprint(material / "server.pem")
     before = served(gw, pki, pids)
     assert set(before) == set(pids), f"connections reached only {set(before)} of {pids}"

@@ -83,3 +83,20 @@ def test_malformed_text_is_an_error() -> None:
     except ValueError:
         return
     raise AssertionError("malformed exposition accepted")
+
+
+def test_gauges_of_shared_state_are_not_summed() -> None:
+    def quota(redis_up: int, degraded: int, leases: int) -> str:
+        return (
+            "# TYPE kgw_quota_redis_up gauge\n"
+            f"kgw_quota_redis_up {redis_up}\n"
+            "# TYPE kgw_quota_degraded gauge\n"
+            f"kgw_quota_degraded {degraded}\n"
+            "# TYPE kgw_quota_buckets_shared gauge\n"
+            f"kgw_quota_buckets_shared {leases}\n"
+        )
+
+    got = samples(render(merge([parse(quota(1, 0, 3)), parse(quota(0, 1, 4))])))
+    assert got[("kgw_quota_redis_up", ())] == 0  # up only if up in every worker
+    assert got[("kgw_quota_degraded", ())] == 1  # degraded if degraded anywhere
+    assert got[("kgw_quota_buckets_shared", ())] == 7  # held per process: summed

@@ -94,3 +94,9 @@ def test_a_single_worker_keeps_the_configuration_as_it_is() -> None:
     mine = worker_config(base, slot=0, workers=1)
     assert mine.metrics == base.metrics and mine.accesslog == base.accesslog
     assert mine.quotas == base.quotas and mine.server.workers == 1
+
+
+def test_service_monitoring_runs_in_the_first_worker_only() -> None:
+    base = config(monitoring={"enabled": True})
+    assert worker_config(base, slot=0, workers=2).monitoring == base.monitoring
+    assert worker_config(base, slot=1, workers=2).monitoring is None
