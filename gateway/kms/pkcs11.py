@@ -187,6 +187,9 @@ class Pkcs11Kms:
             if len(ident) == 2:
                 found.append((struct.unpack(">H", ident)[0], key))
         if not found:
+            # an absent token looks the same from an open session: ask the module, which
+            # fails (-> unavailable) when the token itself is gone
+            pkcs11.lib(str(self.config.library)).get_token(token_label=self.config.token_label)
             raise KekNotFound(f"no KEK {kek!r}")
         return sorted(found, key=lambda pair: pair[0])
 

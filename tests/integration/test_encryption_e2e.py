@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.devstack.gateway_proc import GatewayProcess
@@ -362,3 +362,63 @@ def test_java_console_tools_each_codec(
     got = sorted(done.stdout.decode().splitlines())
     want = sorted(f"key-j{c}-{i}\tMARKER-j{c}-{i}" for c in CODECS for i in range(10))
     assert got == want, done.stderr[-2000:]
+
+
+def test_kms_outage_cached_dek_serves_within_bounds_then_writes_fail(
+    gateway_factory: GatewayFactory,
+    kafka_cluster: KafkaCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A gateway of its own on a token of its own; the outage: the token's store goes
+    away under the running gateway (what a network HSM's loss looks like to it)."""
+    token = SoftHsm(tmp_path_factory.mktemp("softhsm-outage"), token_label="outage").start()
+    made = subprocess.run(
+        [sys.executable, "-c",
+         "import json, sys; from gateway.kms.pkcs11 import Pkcs11Kms; "
+         "from gateway.kms.settings import KmsConfig; "
+         "Pkcs11Kms(KmsConfig.model_validate(json.loads(sys.argv[1])).pkcs11).create('default')",
+         __import__("json").dumps(token.kms_config())],
+        env={**os.environ, **token.env}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    age = 12.0
+    config = {
+        "kms": token.kms_config(),
+        "dek": {"max_age_seconds": age},
+        "policies": [{"tenant": "*", "prefixes": ["enc."]}],
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SOFTHSM2_CONF", token.env["SOFTHSM2_CONF"])
+        gateway = gateway_factory(
+            filters=[{"module": "gateway.encryption:EncryptionFilter", "config": config}]
+        )
+    topic = new_topic(gateway.bootstrap, "enc.outage.")
+    first = produce(gateway.bootstrap, topic, 1, "before")  # the DEK is made now
+    made_at = time.monotonic()
+    tokens = token.workdir / "tokens"
+    tokens.rename(token.workdir / "tokens.away")  # the outage begins
+    try:
+        during = produce(gateway.bootstrap, topic, 3, "during")
+        assert time.monotonic() - made_at < age, "too slow to be within the DEK's bounds"
+        time.sleep(max(0.0, age + 1 - (time.monotonic() - made_at)))
+        producer = Producer({"bootstrap.servers": gateway.bootstrap, "message.timeout.ms": 20000})
+        errors: list[Any] = []
+        producer.produce(topic, value=b"MARKER-after", on_delivery=lambda e, m: errors.append(e))
+        producer.flush(30)
+        assert errors and errors[0] is not None, errors
+        assert errors[0].code() == KafkaError.INVALID_RECORD
+        assert "unavailable" in errors[0].str()
+        assert gateway_log_events(gateway, "kms_unavailable")
+        # records already written still decrypt from the cached DEK
+        assert as_sent(consume(gateway.bootstrap, topic, 4)) == first + during
+    finally:
+        (token.workdir / "tokens.away").rename(tokens)
+    direct = consume(kafka_cluster.bootstrap_servers, topic, 4)
+    assert len(direct) == 4
+    probe = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": "probe"})
+    try:  # the refused record never reached a broker
+        assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=30) == (0, 4)
+    finally:
+        probe.close()
+    assert all(m.value()[:4] == b"KGE\x01" for m in direct)
+    assert not segments_contain(kafka_cluster, topic, b"MARKER-")
