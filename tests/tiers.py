@@ -1,8 +1,9 @@
 """Test tiers: each test is classified by the components it starts (docs/testing.md).
 
-``redis``, ``kdc``, ``jvm`` and ``cluster`` tests start a redis-server, an MIT KDC,
-a JVM of their own (Spark, a Java tool; or they read Kafka's jars), or a Kafka cluster
-and gateway processes; a test may have several. ``pure`` tests start none of them and
+``redis``, ``kdc``, ``jvm``, ``cluster`` and ``image`` tests start a redis-server, an
+MIT KDC, a JVM of their own (Spark, a Java tool; or they read Kafka's jars), a Kafka
+cluster and gateway processes, or build and run the container image; a test may have
+several. ``pure`` tests start none of them and
 make up ``make test-fast``.
 
 The classification reads what a test refers to, never a list of test names: the
@@ -30,7 +31,7 @@ from typing import Any
 
 import pytest
 
-TIERS = ("redis", "kdc", "jvm", "cluster")
+TIERS = ("redis", "kdc", "jvm", "cluster", "image")
 PURE = "pure"
 # Names (globals, attributes or modules) whose mention means the tier's component is
 # started; a module name also covers its submodules.
@@ -41,6 +42,7 @@ LAUNCHERS = {
         {"pyspark", "gateway.analytics.spark", "java_executable", "java_classpath", "ensure_kafka"}
     ),
     "cluster": frozenset({"KafkaCluster", "GatewayProcess"}),
+    "image": frozenset({"build_image", "ImageRoot"}),  # the container image (buildah)
 }
 # One-shot checks a pure test may run: they read a file, answer and exit.
 PURE_PROGRAMS = frozenset({"haproxy", "systemd-analyze", "promtool"})

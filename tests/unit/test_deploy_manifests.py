@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from gateway.config import parse_config
+from gateway.devstack import image
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S_VERSION = "1.33"
@@ -78,6 +79,23 @@ def test_fleet_manifests_fit_the_gateway_configuration() -> None:
     assert pdb["spec"]["minAvailable"] >= 2
     assert {v["name"] for v in pod["volumes"]} >= {"config", "policies", "tls"}
     assert _one("Secret", "kgw-tls")["data"] == {"tls.crt": "", "tls.key": ""}  # no material
+
+
+def test_the_deployment_runs_the_image_make_image_builds() -> None:
+    pod = _one("Deployment", "kgw")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    variant = image.VARIANTS["gateway"]
+    name, tag = container["image"].rsplit(":", 1)
+    assert (name.rsplit("/", 1)[1], tag) == (variant.name, image.project_version())
+    assert image.version_tag(variant) == f"{image.REGISTRY}/{variant.name}:{tag}"
+    # the image's entrypoint serves the mounted configuration: no command/args override
+    assert "command" not in container and "args" not in container
+    assert variant.entrypoint[1:] == ("serve", "--config", image.CONFIG)
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts[image.CONFIG]["readOnly"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsUser"] == pod["securityContext"]["runAsGroup"] == image.UID
+    assert "/tmp" in mounts  # the only writable path this configuration needs
 
 
 def _systemd_analyze() -> str:

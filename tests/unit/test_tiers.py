@@ -24,6 +24,7 @@ COMPONENT_FIXTURES = {
     "kdc": "kdc",
     "spark": "jvm",
     "kafka_cluster": "cluster",
+    "gateway_image": "image",
 }
 
 
