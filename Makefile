@@ -1,5 +1,5 @@
 # The two set-up commands of the README. Both are idempotent on a fresh machine.
-.PHONY: setup demo test test-fast lint bench
+.PHONY: setup demo test test-fast lint bench image image-analytics
 
 setup:
 	bash scripts/setup.sh
@@ -28,3 +28,13 @@ test-fast:
 
 bench: setup
 	.venv/bin/python -m bench.run
+
+## The gateway's OCI image, built here without a registry (Debian 12 via debootstrap,
+## buildah): localhost/kaas-gateway:<version> and :<version>-g<commit> in buildah's
+## storage, build/image/*.oci.tar and its SBOM (deploy/README.md, decision 0036).
+image: setup
+	.venv/bin/python -m gateway.devstack.image --variant gateway
+
+## The analytics image (Java 17 + PySpark, entrypoint kgw analyze), separate and larger.
+image-analytics: setup
+	.venv/bin/python -m gateway.devstack.image --variant analytics
