@@ -196,7 +196,7 @@ def test_monitoring_end_to_end(
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([
         NewTopic(TENANT_TOPIC, num_partitions=3, replication_factor=3),
-        NewTopic(SINGLE_TOPIC, replica_assignment=[[KILLED]]),
+        NewTopic(SINGLE_TOPIC, num_partitions=1, replica_assignment=[[KILLED]]),
     ])  # fmt: skip
     for future in futures.values():
         future.result(60)
