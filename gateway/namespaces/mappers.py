@@ -104,15 +104,48 @@ def _list_transactions_request(ns: Namespace, body: Any) -> Any:
     return dataclasses.replace(body, transactional_id_pattern=ns.regex_to_cluster(pattern))
 
 
+def _heartbeat_request(ns: Namespace, body: Any) -> Any:
+    pattern = getattr(body, "subscribed_topic_regex", None)
+    if not pattern:  # null: unchanged since the last heartbeat; "": none
+        return body
+    return dataclasses.replace(body, subscribed_topic_regex=ns.regex_to_cluster(pattern))
+
+
+def _group_describe_response(ns: Namespace, body: Any) -> Any:
+    def member(entry: Any) -> Any:
+        regex = entry.subscribed_topic_regex
+        if not regex:
+            return entry
+        return dataclasses.replace(entry, subscribed_topic_regex=ns.regex_to_tenant(regex))
+
+    groups = tuple(
+        dataclasses.replace(g, members=tuple(member(m) for m in g.members)) for g in body.groups
+    )
+    return dataclasses.replace(body, groups=groups)
+
+
+def _topic_partitions_response(ns: Namespace, body: Any) -> Any:
+    cursor = body.next_cursor
+    if cursor is None:
+        return body
+    name = ns.to_tenant(cursor.topic_name)
+    if name is None:  # the brokers' next topic is another tenant's: the listing ends here
+        return dataclasses.replace(body, next_cursor=None)
+    return dataclasses.replace(body, next_cursor=dataclasses.replace(cursor, topic_name=name))
+
+
 _REQUEST_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
     DELETE_TOPICS: _delete_topics_request,
     32: _configs_request,
     33: _configs_request,
     44: _configs_request,
     LIST_TRANSACTIONS: _list_transactions_request,
+    68: _heartbeat_request,
 }
 _RESPONSE_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
     32: _configs_response,
     33: _configs_response,
     44: _configs_response,
+    69: _group_describe_response,
+    75: _topic_partitions_response,
 }

@@ -146,6 +146,41 @@ NAMED_APIS: dict[int, NamedApi] = {
         ("transactional_id_pattern",),
         "transactional_id_pattern confined to the namespace (Namespace.regex_to_cluster)",
     ),
+    68: NamedApi(  # ConsumerGroupHeartbeat (KIP-848)
+        ("group_id", "subscribed_topic_names[]"),
+        (),
+        None,
+        ("topic_partitions[].topic_id", "assignment.topic_partitions[].topic_id"),
+        ("subscribed_topic_regex",),
+        "subscribed_topic_regex confined to the namespace (Namespace.regex_to_cluster)",
+    ),
+    69: NamedApi(  # ConsumerGroupDescribe (KIP-848)
+        ("group_ids[]",),
+        (
+            "groups[].group_id",
+            "groups[].members[].subscribed_topic_names[]",
+            "groups[].members[].assignment.topic_partitions[].topic_name",
+            "groups[].members[].target_assignment.topic_partitions[].topic_name",
+        ),
+        None,
+        (
+            "groups[].assignor_name",
+            "groups[].group_epoch",
+            "groups[].group_state",
+            "groups[].members[].assignment.topic_partitions[].topic_id",
+            "groups[].members[].target_assignment.topic_partitions[].topic_id",
+        ),
+        ("groups[].members[].subscribed_topic_regex",),
+        "members' regexes shown as the tenant wrote them",
+    ),
+    75: NamedApi(  # DescribeTopicPartitions: [] means all, answered with own topics only
+        ("topics[].name", "cursor.topic_name"),
+        ("topics[].name",),
+        None,
+        ("topics[].topic_authorized_operations", "topics[].topic_id"),
+        ("next_cursor.topic_name",),
+        "a next cursor on another tenant's topic ends the listing",
+    ),
 }
 
 # API keys that carry none of a tenant's names: offered as they are.

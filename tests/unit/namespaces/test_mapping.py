@@ -104,3 +104,35 @@ def _ms(value: int) -> object:
     import datetime
 
     return datetime.timedelta(milliseconds=value)
+
+
+def test_kip848_regex_subscription_matches_only_own_topics() -> None:
+    cls = apis.request_schema(68, 1)
+    mapped = map_request(NS, 68, sample(cls, "orders").__class__(
+        **{**_fields(sample(cls, "orders")), "subscribed_topic_regex": ".*"}
+    ))  # fmt: skip
+    assert mapped.subscribed_topic_regex == r"acme\.(?:.*)"
+    answer = sample(apis.response_schema(69, 0), "acme.g")
+    member = (
+        answer.groups[0]
+        .members[0]
+        .__class__(
+            **{**_fields(answer.groups[0].members[0]), "subscribed_topic_regex": r"acme\.(?:.*)"}
+        )
+    )
+    group = answer.groups[0].__class__(**{**_fields(answer.groups[0]), "members": (member,)})
+    described = map_response(NS, 69, answer.__class__(**{**_fields(answer), "groups": (group,)}))
+    assert {m.subscribed_topic_regex for g in described.groups for m in g.members} == {".*"}
+
+
+def test_describe_topic_partitions_cursor_on_a_foreign_topic_ends_the_listing() -> None:
+    answer = sample(apis.response_schema(75, 0), "other.x")
+    assert map_response(NS, 75, answer).next_cursor is None
+    own = map_response(NS, 75, sample(apis.response_schema(75, 0), "acme.x"))
+    assert own.next_cursor is not None and own.next_cursor.topic_name == "x"
+
+
+def _fields(entity: object) -> dict[str, object]:
+    import dataclasses
+
+    return {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}  # type: ignore[arg-type]
