@@ -26,9 +26,9 @@ from ..redis_server import RedisServer
 from . import workerprocs as wp
 
 pytestmark = pytest.mark.integration
-RATE = 300_000  # produce bytes/s for every client together (low: the host is shared)
-BURST = 150_000
-RUN_S = 25.0
+RATE = 100_000  # produce bytes/s for every client together (low: the host is shared)
+BURST = 50_000
+RUN_S = 30.0
 PRODUCERS = 6
 
 
@@ -237,3 +237,24 @@ def test_sigterm_drains_both_workers(two_workers: Start, topic: str) -> None:
     assert elapsed < 30, elapsed  # drain_timeout_s is 10
     traffic.stop_consuming.set()
     traffic.consumer.join(30)
+
+
+@pytest.mark.cluster  # starts gateway processes (no Kafka needed)
+def test_a_start_failure_in_the_workers_ends_the_supervisor_with_its_code(tmp_path: Path) -> None:
+    from gateway.cli import main
+
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    repo = Path(__file__).parents[2]
+    (policies / "model.conf").write_text((repo / "policies" / "model.conf").read_text())
+    (policies / "policy.csv").write_text("p, User:a, TOPIC, SOMETIMES, t, READ, *, allow\n")
+    config = tmp_path / "gw.yaml"
+    config.write_text(
+        "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
+        "listeners: [{name: l, bootstrap_port: 30001, broker_port_base: 30010,"
+        " advertised_host: localhost, max_node_id: 4}]\n"
+        f"authorization: {{policy_dir: '{policies}'}}\n"
+    )
+    started = time.monotonic()
+    assert main(["serve", "--config", str(config), "--workers", "2"]) == 2  # as one process
+    assert time.monotonic() - started < 120  # not restarted over and over

@@ -42,6 +42,7 @@ def test_serve_refuses_a_broken_policy(tmp_path: Path) -> None:
         "listeners: [{name: l, bootstrap_port: 30001, broker_port_base: 30010,"
         " advertised_host: localhost, max_node_id: 4}]\n"
         f"authorization: {{policy_dir: '{policies}'}}\n"
+        "server: {workers: 1}\n"  # one process, in this one (workers: tests/unit/workers)
     )
     assert main(["serve", "--config", str(config)]) == 2
 
