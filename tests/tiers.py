@@ -45,7 +45,7 @@ LAUNCHERS = {
     "image": frozenset({"build_image", "ImageRoot"}),  # the container image (buildah)
 }
 # One-shot checks a pure test may run: they read a file, answer and exit.
-PURE_PROGRAMS = frozenset({"haproxy", "systemd-analyze", "promtool"})
+PURE_PROGRAMS = frozenset({"haproxy", "systemd-analyze", "promtool", "amtool"})
 
 
 class TierError(AssertionError):

@@ -78,6 +78,17 @@ def test_alertmanager_example_routes_critical_to_a_webhook() -> None:
     assert receiver["webhook_configs"][0]["url"].startswith("http")
 
 
+def test_alertmanager_example_passes_amtool() -> None:
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.fail("amtool is missing: apt-get install prometheus-alertmanager (scripts/setup.sh)")
+    result = subprocess.run(
+        [amtool, "check-config", "alertmanager.yml"],
+        cwd=PROMETHEUS, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_dashboards_parse_and_query_exported_metrics() -> None:
     assert len(DASHBOARDS) >= 2
     exported = gateway_names()
