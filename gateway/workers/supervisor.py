@@ -78,7 +78,11 @@ class Supervisor:
             extra={"event": "workers_starting", "count": self.pool.size},
         )
         try:
-            await self._serve_endpoint()
+            try:
+                await self._serve_endpoint()
+            except OSError as exc:  # the metrics port is taken: as a single process would
+                log.error("cannot start: %s", exc, extra={"event": "start_failed"})
+                return 1
             code = await self._loop()
         finally:
             if self.metrics_server is not None:
@@ -150,6 +154,8 @@ class Supervisor:
             if slot is not None:
                 self.status.pop(slot, None)
                 self.latest.pop(slot, None)
+                for answers in self.checks.values():  # the next worker reports afresh
+                    answers.pop(slot, None)
             self.retired.gone(pid)
             level = logging.INFO if self.pool.state != "running" else logging.WARNING
             extra = {"event": "worker_exited", "worker": slot, "outcome": str(code)}
