@@ -69,6 +69,7 @@ class CanaryClient:
         self.leaders: dict[int, Address] = {}
         self.positions: dict[int, int] = {}
         self._connections: dict[Address, BrokerConnection] = {}
+        self._failing = False
 
     def close(self) -> None:
         for connection in self._connections.values():
@@ -85,10 +86,7 @@ class CanaryClient:
             except CANARY_ERRORS as exc:
                 self.book.produce_failed(now)
                 self.book.fetch_failed(now)
-                log.warning(
-                    "canary metadata failed",
-                    extra={"event": "canary_failed", "reason": describe(exc)},
-                )
+                self._report(False, describe(exc))
                 return False
         by_leader: dict[Address, list[int]] = {}
         for partition, address in sorted(self.leaders.items()):
@@ -106,7 +104,16 @@ class CanaryClient:
                 failed = True
         if failed:  # a leader moved or a broker went away: ask again next round
             self.leaders = {}
+        self._report(not failed, "a produce or fetch failed")
         return not failed
+
+    def _report(self, ok: bool, reason: str) -> None:
+        """Log when the canary starts failing and when it recovers, not every round."""
+        if ok and self._failing:
+            log.info("canary recovered", extra={"event": "canary_recovered"})
+        elif not ok and not self._failing:
+            log.warning("canary failing", extra={"event": "canary_failed", "reason": reason})
+        self._failing = not ok
 
     async def _leader_round(self, address: Address, partitions: list[int]) -> bool:
         """Produce, then fetch, on the one connection to this leader; True if any failed."""
