@@ -36,7 +36,11 @@ from ..sasl.connection import SASL_APIS
 BUILTIN_CHAIN: tuple[tuple[str, str], ...] = (
     ("versions", "ApiVersions intersected; a version outside the advertised range refused"),
     ("authentication", "SASL handshake and steps; nothing else before SASL succeeded"),
-    ("operator filters", "the configured filters (docs/filters.md), in order"),
+    (
+        "operator filters",
+        "the namespace filter first when configured (docs/namespaces.md:"
+        " tenant names to cluster names), then the configured filters (docs/filters.md), in order",
+    ),
     ("fetch sessions", "Fetch: the connection's own sessions, authorized whole"),
     ("authorization", "the API's unit checks every resource; denied parts answered here"),
     ("quota admin and licences", "ClientQuotas answered from the quota store; plan limits"),
@@ -47,7 +51,7 @@ RESPONSE_CHAIN: tuple[tuple[str, str], ...] = (
     ("fetch sessions", "the broker's session id and epoch noted"),
     ("throttling", "Fetch: response bytes charged"),
     ("authorization", "partial denials merged back in; answers checked again"),
-    ("operator filters", "the configured filters, in reverse order"),
+    ("operator filters", "the configured filters in reverse order, the namespace filter last"),
     ("addresses", "broker addresses replaced by public endpoints"),
     ("throttle time", "the larger of the broker's and the gateway's"),
     ("access log", "one exchange per request, when its response leaves"),

@@ -162,7 +162,8 @@ def test_groups_with_the_same_name_stay_separate(stack: Stack, kafka_cluster: Ka
     direct = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     groups = {g.group_id for g in direct.list_consumer_groups().result(30).valid}
     assert {f"{A}.billing", f"{B}.billing"} <= groups and "billing" not in groups
-    listing = AdminClient(stack.confluent(A)).list_consumer_groups().result(30)
+    admin = AdminClient(stack.confluent(A))  # kept alive until the result is in
+    listing = admin.list_consumer_groups().result(30)
     mine = {g.group_id for g in listing.valid}
     assert "billing" in mine and not any(g.startswith((A, B)) for g in mine), listing.errors
 
