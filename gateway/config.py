@@ -230,6 +230,14 @@ class GatewayConfig(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_monitoring(self) -> GatewayConfig:
+        canary = self.monitoring.canary if self.monitoring is not None else None
+        names = [listener.name for listener in self.listeners]
+        if canary is not None and canary.listener is not None and canary.listener not in names:
+            raise ValueError(f"monitoring.canary.listener {canary.listener!r} is not a listener")
+        return self
+
 
 def _same_bind(a: str, b: str) -> bool:
     return a == b or "0.0.0.0" in (a, b) or "::" in (a, b)
