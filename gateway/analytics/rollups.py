@@ -204,7 +204,7 @@ def singles(events: Any) -> list[Single]:
         "throttle_ms",
         F.when(admin, F.col("api")).alias("api"),
         F.when(admin, F.concat("topics", "groups")).alias("targets"),
-        has(Flag.ALLOWED).alias("allowed"),
+        F.when(admin, has(Flag.ALLOWED)).otherwise(F.lit(True)).alias("allowed"),
     )
     table = frame.toArrow()
     return [

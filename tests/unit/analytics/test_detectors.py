@@ -133,8 +133,12 @@ def _plant(log: Log) -> None:
         log.request(day3 + 3 * HOUR + i * 60, "User:B1", "10.1.5.1")
     for i in range(9):
         log.request(day3 + 3 * HOUR + i * 60, "User:B2", "10.1.6.1")
-    # first access to a topic (allowed) / a denied attempt on another
+    # first access to a topic P1 has used for two days (lateral) / to a topic nobody
+    # used before (a new topic, not lateral movement)
+    for day in range(2):
+        log.request(START + day * 24 * HOUR + 9 * HOUR + 7, "User:P1", "10.1.1.1", "t-shared")
     for i in range(3):
+        log.request(day3 + 12 * HOUR + i, "User:P2", "10.1.2.1", "t-shared")
         log.request(day3 + 12 * HOUR + i, "User:P2", "10.1.2.1", "t-new")
     # throttling: 10 responses, 10 s in all (storm) / 9
     for i in range(10):
@@ -192,7 +196,8 @@ def test_findings_carry_their_evidence(findings: list[Any]) -> None:
     assert new.evidence["address"] == "10.99.0.1" and new.evidence["new"] is True
     assert new.severity == "high"
     assert by[(kinds.PROBING, "User:P4")].evidence["distinct_denied_topics"] == 8
-    assert by[(kinds.FIRST_TOPIC, "User:P2")].evidence["topic"] == "t-new"
+    lateral = by[(kinds.FIRST_TOPIC, "User:P2")]
+    assert lateral.evidence["topic"] == "t-shared" and lateral.evidence["topic_users_before"] == 1
     assert by[(kinds.UNUSUAL_HOUR, "User:B1")].evidence["hour_of_day_utc"] == 3
     storm = by[(kinds.THROTTLE_STORM, "User:P3")]
     assert storm.evidence == {
