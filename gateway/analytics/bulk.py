@@ -56,7 +56,13 @@ def _rename_label(label: Label, k: int) -> Label:
         if label.entity[:1].isdigit()
         else rename_principal(label.entity, k)
     )
-    return replace(label, id=f"{label.id}-r{k}", entity=entity)
+    detail = dict(label.detail)
+    if "entities" in detail:
+        detail["entities"] = [
+            rename_host(e, k) if e[:1].isdigit() else rename_principal(e, k)
+            for e in detail["entities"]
+        ]
+    return replace(label, id=f"{label.id}-r{k}", entity=entity, detail=detail)
 
 
 def write_bulk(

@@ -96,7 +96,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
 
 
 def _evaluate(findings: list[Any], labels_path: Path, out: Path) -> None:
-    from ..analytics.evaluate import evaluate, format_table, unmatched
+    from ..analytics.evaluate import evaluate, format_table, overall, unmatched
     from ..analytics.labels import read_labels
 
     try:
@@ -104,14 +104,16 @@ def _evaluate(findings: list[Any], labels_path: Path, out: Path) -> None:
     except (OSError, ValueError, KeyError) as exc:
         raise _Usage(f"cannot read labels {labels_path}: {exc}") from None
     scores = evaluate(findings, labels)
+    total = overall(findings, labels)
     print(f"\nevaluation against {labels_path} ({len(labels)} labels):")
-    print(format_table(scores))
+    print(format_table([*scores, total]))
     false_positives, missed = unmatched(findings, labels)
     (out / "evaluation.json").write_text(
         json.dumps(
             {
                 "labels": str(labels_path),
                 "scores": [s.to_json() for s in scores],
+                "overall": total.to_json(),
                 "false_positives": [f.to_json() for f in false_positives],
                 "missed": [label.to_json() for label in missed],
             },
@@ -151,6 +153,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         attacks=args.attacks,
         attack_hours=args.attack_hours,
         start=args.start,
+        traps=not args.no_traps,
     )
     out = Path(args.out)
     if args.records:
@@ -256,7 +259,7 @@ def register(commands: Any) -> None:
         "simulate", help="write simulated access logs with labelled attacks"
     )
     simulate.add_argument("--out", required=True, help="output directory")
-    simulate.add_argument("--tenants", type=int, default=6)
+    simulate.add_argument("--tenants", type=int, default=8)
     simulate.add_argument("--principals", type=int, default=8, help="principals per tenant")
     simulate.add_argument("--hours", type=int, default=72)
     simulate.add_argument("--seed", type=int, default=7)
@@ -268,6 +271,12 @@ def register(commands: Any) -> None:
         help="attacks fall in the last H hours (kgw analyze --detect-hours)",
     )
     simulate.add_argument("--start", default="2026-11-02T00:00:00Z", help="RFC 3339 start")
+    simulate.add_argument(
+        "--no-traps",
+        action="store_true",
+        help="leave out the benign traps (sale day, new topic, key rotation, address move, "
+        "routine administration)",
+    )
     simulate.add_argument(
         "--records", type=int, help="bulk mode: this many records as Parquet, written by Spark"
     )
