@@ -59,6 +59,8 @@ class EncryptionFilter(BaseFilter):
         if call.api_key != PRODUCE:
             return
         tenant = call.context.tenant
+        if not self.policies.covers_tenant(tenant):
+            return  # not decoded
         body = call.body
         topics = []
         changed = False

@@ -22,6 +22,11 @@ class Policies:
         self._names = frozenset(n for p in policies for n in p.topics)
         self._prefixes = tuple(sorted({x for p in policies for x in p.prefixes}))
 
+    def covers_tenant(self, tenant: str | None) -> bool:
+        """Whether any policy applies to ``tenant``'s producers (else their Produce
+        requests are not even decoded)."""
+        return any(p.tenant in (ANY_TENANT, tenant) for p in self._policies)
+
     def any_covers(self, topic: str) -> bool:
         """Whether some policy (of any tenant) covers ``topic``: its fetches are scanned."""
         return topic in self._names or topic.startswith(self._prefixes)

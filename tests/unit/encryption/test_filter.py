@@ -201,3 +201,21 @@ def test_file_backend_refused_unless_allowed(tmp_path: Path) -> None:
                 "policies": [{"prefixes": ["enc."]}],
             }
         )
+
+
+def test_a_tenant_no_policy_covers_is_not_even_decoded(tmp_path: Path) -> None:
+    item = EncryptionFilter(
+        {
+            "kms": {
+                "backend": "file",
+                "file": {"path": str(tmp_path / "keks.json")},
+                "allow_development_backend": True,
+            },
+            "policies": [{"tenant": "other", "prefixes": ["enc."]}],
+        }
+    )
+
+    def decode() -> Any:
+        raise AssertionError("the request was decoded")
+
+    item.on_request(RequestCall(0, 9, 7, context(), decode))
