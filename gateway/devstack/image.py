@@ -353,7 +353,7 @@ def build(variant: Variant, force: bool = False) -> tuple[str, Path]:
         document = sbom.spdx_document(image, inventory(ctr))
         text = json.dumps(document, indent=1, sort_keys=True) + "\n"
         (root / SBOM_PATH.lstrip("/")).write_text(text)
-        sbom_file = archive.with_suffix("").with_suffix(".spdx.json")
+        sbom_file = sbom_path(archive)
         sbom_file.write_text(text)
         unpacked = du_bytes(root)
         _configure(ctr, variant, source)
@@ -367,6 +367,7 @@ def build(variant: Variant, force: bool = False) -> tuple[str, Path]:
     archive.unlink(missing_ok=True)
     buildah("push", "--quiet", commit_tag, f"oci-archive:{archive}:{commit_tag}")
     shutil.rmtree(wheels, ignore_errors=True)
+    _prune(variant, commit_tag, archive)
     took = time.monotonic() - started
     _log(
         f"built {commit_tag} (also {version_tag}) in {took:.0f}s: unpacked "
@@ -374,6 +375,27 @@ def build(variant: Variant, force: bool = False) -> tuple[str, Path]:
         f"({archive}), SBOM {sbom_file}"
     )
     return commit_tag, archive
+
+
+def _prune(variant: Variant, keep_tag: str, keep_archive: Path) -> None:
+    """Earlier commits' images and archives of this variant go (vfs keeps full copies)."""
+    version = project_version()
+    keep = {keep_archive.name, sbom_path(keep_archive).name}
+    for old in BUILD.glob(f"{variant.name}-{version}-g*"):
+        if old.name not in keep:
+            old.unlink()
+    listing = buildah("images", "--format", "{{.Name}}:{{.Tag}}", capture=True)
+    for ref in listing.splitlines():
+        if ref.startswith(f"{REGISTRY}/{variant.name}:{version}-g") and ref != keep_tag:
+            subprocess.run(  # an image a working container still uses stays
+                ["buildah", *STORAGE, "rmi", ref], env={**os.environ, **ENV},
+                capture_output=True, check=False,
+            )  # fmt: skip
+
+
+def sbom_path(archive: Path) -> Path:
+    """The SBOM written next to an OCI archive."""
+    return archive.with_name(archive.name.removesuffix(".oci.tar") + ".spdx.json")
 
 
 def _configure(ctr: str, variant: Variant, source: str) -> None:

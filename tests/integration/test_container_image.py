@@ -111,6 +111,7 @@ def test_the_gateway_runs_from_the_image_non_root_on_a_read_only_root(
         assert got == sent
         brokers = admin.list_topics(timeout=30).brokers  # the gateway's addresses only
         assert brokers and all(b.host == "127.0.0.1" and b.port >= base for b in brokers.values())
+        del admin, producer  # their connections end before the gateway stops
     finally:
         code = gateway.stop(timeout=30)
         log.close()
