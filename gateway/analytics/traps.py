@@ -1,7 +1,8 @@
 """Benign changes that look like attacks to a naive detector: none may raise a finding.
 
 - *sale day*: every principal of one tenant works two to four times harder for most
-  of a day;
+  of a day, and in its busiest hour the tenant's quota throttles them all (one
+  tenant-level throttle storm at most);
 - *new topic*: a tenant creates a topic and its applications start using it;
 - *key rotation*: a principal's traffic moves to a new principal (a new API key or
   user) from the same hosts, and a forgotten instance keeps failing with the old
@@ -63,6 +64,7 @@ class Trapper:
         start = rng.randrange(s.attack_from, s.end - hours * HOUR, HOUR)
         factor = rng.uniform(2.0, 4.0)
         members = self._members(tenant)
+        peak = rng.randrange(hours)  # the tenant's quota runs dry in its busiest hour
         for p in members:
             for i in range(hours):
                 hour = start + i * HOUR
@@ -72,7 +74,8 @@ class Trapper:
                 times = sorted(hour * 1000 + rng.randrange(HOUR * 1000) for _ in range(extra))
                 session = self.em.open(p, times[0], rng.choice(p.addresses), 1.5)
                 for at_ms in times:
-                    self.em.request(p, session, at_ms)
+                    ms = rng.randrange(800, 5000) if i == peak else None
+                    self.em.request(p, session, at_ms, throttle_ms=ms)
                 self.em.close(p, session)
         names = tuple(p.name for p in members)
         self.used.update(names)

@@ -11,7 +11,7 @@ pure-Python path of :mod:`.local`, the tests).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..findings import Finding
 from . import access, auth, baseline, newcomers, patient, peers
@@ -21,8 +21,56 @@ from .rows import HostRow, HourRow, Single, TopicRow, network
 
 
 def auth_stage(singles: list[Single], t: Thresholds) -> list[Finding]:
-    """Bursts of failed logins, spraying from one address, throttle storms."""
-    return auth.auth_bursts(singles, t) + auth.throttle_storms(singles, t)
+    """Bursts of failed logins, spraying from one address, throttle storms (one per
+    tenant when several of its principals are throttled at once)."""
+    return auth.auth_bursts(singles, t) + tenant_storms(auth.throttle_storms(singles, t), t)
+
+
+def tenant_storms(storms: list[Finding], t: Thresholds) -> list[Finding]:
+    """Storms of ``tenant_storm_principals`` or more principals of one tenant that
+    overlap in time are the tenant's quota running dry (its traffic rising together):
+    one tenant-level finding, entity the tenant, instead of one per principal."""
+    by_tenant: dict[str, list[Finding]] = {}
+    for storm in storms:
+        if storm.tenant is not None:
+            by_tenant.setdefault(storm.tenant, []).append(storm)
+    kept = [s for s in storms if s.tenant is None]
+    for tenant, mine in by_tenant.items():
+        mine.sort(key=lambda f: f.start)
+        group: list[Finding] = []
+        for item in [*mine, None]:
+            if item is not None and (not group or item.start <= max(g.end for g in group)):
+                group.append(item)
+                continue
+            principals = sorted({g.entity for g in group})
+            if len(principals) < t.tenant_storm_principals:
+                kept += group
+            else:
+                kept.append(_tenant_storm(tenant, group, principals))
+            group = [item] if item is not None else []
+    return kept
+
+
+def _tenant_storm(tenant: str, group: list[Finding], principals: list[str]) -> Finding:
+    throttled = sum(int(g.evidence["throttled"]) for g in group)
+    total_ms = sum(int(g.evidence["throttle_ms_total"]) for g in group)
+    strongest = max(group, key=lambda g: g.score)
+    return replace(
+        strongest,
+        entity=tenant,
+        start=min(g.start for g in group),
+        end=max(g.end for g in group),
+        summary=f"{len(principals)} principals of tenant {tenant} throttled together "
+        f"({throttled} responses, {total_ms / 1000:.0f} s): the tenant's quota ran dry",
+        evidence={
+            "tenant_level": True,
+            "principals": len(principals),
+            "sample_principals": principals[:10],
+            "throttled": throttled,
+            "throttle_ms_total": total_ms,
+        },
+        principal=None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

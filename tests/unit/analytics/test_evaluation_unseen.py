@@ -1,6 +1,6 @@
 """The detectors against a labelled scenario no threshold was tuned on (issue 17's targets).
 
-The seed, shape (7 tenants of 9 principals, four days, another start) and date differ
+The seed, shape (7 tenants of 9 principals, 80 hours, another start) and date differ
 from every scenario the detectors were developed against (seeds 5, 7, 11, 13, 23 and
 29 of the default 8 x 8 x 72 h). Over all findings: recall >= 0.95 and precision
 >= 0.9, where a finding is correct when it names the attacker or the victim of a
@@ -18,10 +18,10 @@ from gateway.analytics import kinds
 from gateway.analytics.detect.local import detect_records
 from gateway.analytics.evaluate import evaluate, format_table, overall, unmatched
 from gateway.analytics.findings import Finding
-from gateway.analytics.simulate import SimulationOptions, Simulated, simulate_all
+from gateway.analytics.simulate import Simulated, SimulationOptions, simulate_all
 
 UNSEEN = SimulationOptions(
-    tenants=7, principals=9, hours=96, seed=4242, start="2026-12-07T00:00:00Z"
+    tenants=7, principals=9, hours=80, seed=4242, start="2026-12-07T00:00:00Z"
 )
 NEW_KINDS = (
     kinds.SLOW_GUESSING,
@@ -68,6 +68,9 @@ def test_benign_traps_raise_no_finding(run: tuple[Simulated, list[Finding]]) -> 
     kinds_seen = {trap.kind for trap in simulated.traps}
     assert kinds_seen == {"sale_day", "new_topic", "key_rotation", "address_move", "routine_admin"}
     for trap in simulated.traps:
+        if trap.kind == "sale_day":  # one tenant-level event at most
+            tenant = trap.principals[0].split(":")[1].split("-")[0]
+            assert len([f for f in findings if f.entity == tenant]) <= 1
         spared = set(trap.principals) - attacked
         wrong = [
             f

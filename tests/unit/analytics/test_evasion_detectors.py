@@ -325,3 +325,25 @@ def test_an_app_moving_to_a_new_address_in_its_network_raises_nothing() -> None:
             host = "10.97.1.77" if (t, i) == ("a", 1) else f"10.{ord(t)}.{i}.5"
             log.steady(f"User:{t}-s{i}", host, f"{t}.t{i}", range(60, 72))
     assert found(log) == []
+
+
+def test_a_tenant_throttled_together_is_one_tenant_level_finding() -> None:
+    from gateway.analytics.detect.context import Thresholds
+    from gateway.analytics.detect.rows import Single
+    from gateway.analytics.detect.run import auth_stage
+
+    def storm(principal: str, tenant: str, at: int) -> list[Single]:
+        return [Single(at + i * 30, "throttled", principal, tenant, None, 2000) for i in range(12)]
+
+    together = (
+        storm("User:a-s0", "a", 0) + storm("User:a-s1", "a", 60) + storm("User:a-s2", "a", 90)
+    )
+    alone = storm("User:b-s0", "b", 0)
+    findings = auth_stage(together + alone, Thresholds())
+    assert sorted((f.entity, f.principal) for f in findings) == [
+        ("User:b-s0", "User:b-s0"),
+        ("a", None),
+    ]
+    tenant = next(f for f in findings if f.entity == "a")
+    assert tenant.evidence["tenant_level"] is True and tenant.evidence["principals"] == 3
+    assert tenant.evidence["throttled"] == 36 and tenant.tenant == "a"
