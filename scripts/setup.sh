@@ -13,6 +13,9 @@ command -v haproxy >/dev/null || need_apt+=(haproxy)
 [ -e /usr/lib/softhsm/libsofthsm2.so ] || need_apt+=(softhsm2)  # PKCS#11 key manager tests
 command -v chromium >/dev/null || need_apt+=(chromium)  # renders the anomaly report in a test
 command -v prometheus-alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)  # kgw analyze --follow alerts test
+command -v buildah >/dev/null || need_apt+=(buildah)  # make image (container images, the image test tier)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)  # make image: the Debian 12 root filesystem
+command -v skopeo >/dev/null || need_apt+=(skopeo)  # deploy/README.md: pushing the image
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
