@@ -94,3 +94,11 @@ def test_scenario(file: str, case: dict[str, Any], make_authorizer: MakeAuthoriz
         assert codes.get(label) == code, f"{label}: {codes}"
     for field, value in expect.get("fields", {}).items():
         assert getattr(response, field) == value, field
+
+
+def test_every_mapped_api_has_a_scenario() -> None:
+    from gateway.namespaces.table import NAMED_APIS
+
+    covered = {KEYS[case["api"]] for _, case in SCENARIOS}
+    missing = sorted(apis.api_name(k) for k in set(NAMED_APIS) - covered)
+    assert not missing, missing
