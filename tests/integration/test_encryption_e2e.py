@@ -207,7 +207,7 @@ def test_transactional_producer_and_read_committed(
 
 def kgw(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "gateway", *args], capture_output=True, text=True, check=False,
         env=os.environ.copy(), timeout=60,
     )  # fmt: skip
 
@@ -239,7 +239,8 @@ def test_rotation_disable_and_shredding(
     producer.produce(a, value=b"MARKER-refused", on_delivery=lambda e, m: errors.append(e))
     producer.flush(30)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
-    assert "disabled" in errors[0].str()
+    refused = gateway_log_events(encrypting, "encryption_refused")
+    assert refused and "KEK 'alpha' is disabled" in refused[-1]["msg"], refused
     assert as_sent(consume(encrypting.bootstrap, a, 6)) == first + second  # still readable
 
     b_sent = produce(encrypting.bootstrap, b, 3, "beta")
@@ -310,7 +311,7 @@ def test_aiokafka_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaClu
         try:
             batch = producer.create_batch()
             for key, value in want:
-                batch.append(key=key, value=value, timestamp=None, headers=[("h", value)])
+                batch.append(key=key, value=value, timestamp=None, headers=[("h", key)])
             partitions = await producer.partitions_for(topic)
             await (await producer.send_batch(batch, topic, partition=min(partitions)))
         finally:
@@ -333,7 +334,7 @@ def test_aiokafka_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaClu
         want = expected(f"aio{codec}", 20)
         got = asyncio.run(run(codec, topic, want))
         assert [(m.key, m.value, list(m.headers)) for m in got] == [
-            (k, v, [("h", v)]) for k, v in want
+            (k, v, [("h", k)]) for k, v in want
         ], codec
         assert not segments_contain(kafka_cluster, topic, b"MARKER-")
 
@@ -412,7 +413,8 @@ def test_kms_outage_cached_dek_serves_within_bounds_then_writes_fail(
         producer.flush(30)
         assert errors and errors[0] is not None, errors
         assert errors[0].code() == KafkaError.INVALID_RECORD
-        assert "unavailable" in errors[0].str()
+        refused = gateway_log_events(gateway, "encryption_refused")
+        assert refused and "token unavailable" in refused[-1]["msg"], refused
         assert gateway_log_events(gateway, "kms_unavailable")
         # records already written still decrypt from the cached DEK
         assert as_sent(consume(gateway.bootstrap, topic, 4)) == first + during
