@@ -291,7 +291,7 @@ class Injector:
             kinds.THROTTLE_STORM,
             p.name,
             start,
-            times[-1] / 1000,
+            max(times[-1] / 1000, start + minutes * 60),  # its own requests throttled too
             throttled=throttled + len(times),
         )
 
