@@ -102,3 +102,21 @@ def test_every_mapped_api_has_a_scenario() -> None:
     covered = {KEYS[case["api"]] for _, case in SCENARIOS}
     missing = sorted(apis.api_name(k) for k in set(NAMED_APIS) - covered)
     assert not missing, missing
+
+
+def test_the_access_log_keeps_cluster_names_and_records_the_namespace(
+    make_authorizer: MakeAuthorizer,
+) -> None:
+    session = session_for(make_authorizer)
+    session.observe = True
+    request = from_data(
+        apis.request_schema(3, 12),
+        {"topics": [{"name": "orders"}], "allow_auto_topic_creation": False},
+    )
+    assert session.on_request(encode_request(3, 12, 7, "app", request)) is not None
+    upstream = from_data(apis.response_schema(3, 12), {"topics": [{"name": "acme.orders"}]})
+    session.on_response(encode_response(3, 12, 7, upstream))
+    session.take_ready()
+    (exchange,) = session.take_finished()
+    assert exchange.namespace == "acme."
+    assert exchange.resources.topics == ("acme.orders",)
