@@ -10,6 +10,7 @@ command -v krb5kdc >/dev/null || need_apt+=(krb5-kdc krb5-admin-server)
 command -v kinit >/dev/null || need_apt+=(krb5-user)
 [ -e /usr/include/gssapi/gssapi.h ] || need_apt+=(libkrb5-dev)
 command -v haproxy >/dev/null || need_apt+=(haproxy)
+command -v promtool >/dev/null || need_apt+=(prometheus)  # monitoring: alert-rule tests, e2e scrape
 [ -e /usr/lib/softhsm/libsofthsm2.so ] || need_apt+=(softhsm2)  # PKCS#11 key manager tests
 command -v chromium >/dev/null || need_apt+=(chromium)  # renders the anomaly report in a test
 command -v prometheus-alertmanager >/dev/null || need_apt+=(prometheus-alertmanager)  # kgw analyze --follow alerts test
