@@ -127,7 +127,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="kgw-bench-follow-"))
     cluster = KafkaCluster(work / "kafka", nodes=1)
-    cluster.start()
+    cluster.start(timeout=600)  # a busy machine starts a broker slowly
     follower = None
     try:
         topic = "kgw.access"

@@ -37,7 +37,7 @@ from . import alerts, flags
 from .findings import Finding
 from .job import AnalyzeOptions, analyze
 from .load import LogInputError, ddl
-from .records import FIELDS, rfc3339_ms
+from .records import FIELDS, parse_rfc3339, rfc3339_ms
 from .respond import Responder
 from .settings import FollowConfig, load_policy
 from .spark import Progress
@@ -87,7 +87,9 @@ class Emitted:
             for line in source.read_text(encoding="utf-8").splitlines():
                 try:
                     item = json.loads(line)
-                    self.ids[str(item["id"])] = float(item.get("end_s") or 0)
+                    end = item["end_s"] if "end_s" in item else parse_rfc3339(item["end"])
+                    key = str(item["id"])
+                    self.ids[key] = max(float(end), self.ids.get(key, float(end)))
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut short by a crash
 
@@ -151,14 +153,14 @@ class Follower:
     def _batch(self, frame: Any, batch_id: int) -> None:
         began = time.monotonic()
         target = self.records / f"batch={batch_id}"
-        frame = frame.where(flags.is_record())
-        if not frame.isEmpty():
-            frame.select(*FIELDS, flags.expression().alias(flags.COLUMN)).write.mode(
-                "overwrite"
-            ).parquet(str(target))
-        elif target.exists():
-            shutil.rmtree(target)
+        # One pass over the batch: written as it is read from Kafka, counted from the
+        # files' footers; a batch without records leaves no directory.
+        frame.where(flags.is_record()).select(
+            *FIELDS, flags.expression().alias(flags.COLUMN)
+        ).write.mode("overwrite").parquet(str(target))
         count = _rows(target)
+        if count == 0:
+            shutil.rmtree(target, ignore_errors=True)
         self._prune(time.time())
         findings = self._detect() if any(self.records.glob("batch=*/*.parquet")) else []
         new = self.emitted.fresh(findings)

@@ -278,6 +278,7 @@ def _produce(conf: dict[str, Any], topic: str, count: int) -> None:
     assert producer.flush(60) == 0
 
 
+@pytest.mark.timeout(2400)  # Spark starts twice; slow on a shared machine
 def test_follow_alerts_blocks_and_survives_a_restart(
     stack: Stack, kafka_cluster: KafkaCluster, webhook: str, alertmanager: str
 ) -> None:

@@ -80,6 +80,18 @@ def test_emitted_ids_survive_a_restart_and_a_torn_line(tmp_path: Path) -> None:
     assert again.ids == {}
 
 
+def test_emitted_ids_from_the_findings_file_keep_their_end(tmp_path: Path) -> None:
+    findings = tmp_path / "findings.jsonl"
+    findings.write_text(json.dumps({**F.to_json(), "batch": 3}) + "\n")
+    emitted = Emitted(tmp_path / "emitted.jsonl")
+    emitted.add([F])
+    again = Emitted(tmp_path / "emitted.jsonl")
+    again.load(also=findings)
+    again.forget_before(F.end - 3600)  # the retention horizon, before the finding's end
+    assert again.fresh([F]) == []
+    assert again.ids[F.id] == F.end
+
+
 def test_source_versions_and_jar_names() -> None:
     assert candidates("4.3.0") == ["4.3.0", "4.2.0"]
     assert candidates("4.1.2") == ["4.1.2", "4.1.1", "4.1.0", "4.0.0"]
