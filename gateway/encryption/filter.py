@@ -24,15 +24,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from pydantic import ValidationError
 
-from ..filters.api import BaseFilter, RequestCall, ResponseCall
+from ..filters.api import BaseFilter, FilterContext, RequestCall, ResponseCall
 from ..kms import KmsError, open_kms
 from ..kms.api import Kms
+from ..protocol.apis import ApiSpec
 from .deks import DekCache
 from .policy import Policies
 from .records import RecordsError, decrypt_records, encrypt_records
 from .settings import EncryptionSettings
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
+NAMED_TOPICS_MAX = {PRODUCE: 12, FETCH: 12}  # v13+ name topics by id only
 log = logging.getLogger("kgw.encryption")
 
 
@@ -52,6 +54,17 @@ class EncryptionFilter(BaseFilter):
         # topic ids -> names, from the Metadata answers the brokers give (a cluster-wide
         # fact, not a connection's): Produce v13+ and Fetch v13+ name topics by id
         self.topic_names: dict[Any, str] = {}
+
+    def advertise(self, context: FilterContext, key: int, spec: ApiSpec | None) -> ApiSpec | None:
+        """ApiVersions offers Produce and Fetch up to v12, where topics are named: the
+        policy and the envelope's associated data need the name, and a topic id seen
+        before its Metadata (another worker process, a restart) would have none."""
+        top = NAMED_TOPICS_MAX.get(key)
+        if spec is None or top is None or spec.max_version <= top:
+            return spec
+        if top < spec.min_version:
+            return None
+        return ApiSpec(spec.key, spec.name, spec.min_version, top)
 
     # -- Produce ---------------------------------------------------------------------
 

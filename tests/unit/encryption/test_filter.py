@@ -219,3 +219,15 @@ def test_a_tenant_no_policy_covers_is_not_even_decoded(tmp_path: Path) -> None:
         raise AssertionError("the request was decoded")
 
     item.on_request(RequestCall(0, 9, 7, context(), decode))
+
+
+def test_produce_and_fetch_offered_up_to_v12_only(tmp_path: Path) -> None:
+    from gateway.protocol.apis import ApiSpec
+
+    item = make_filter(tmp_path)
+    ctx = context()
+    assert item.advertise(ctx, 0, ApiSpec(0, "produce", 3, 13)) == ApiSpec(0, "produce", 3, 12)
+    assert item.advertise(ctx, 1, ApiSpec(1, "fetch", 4, 17)) == ApiSpec(1, "fetch", 4, 12)
+    listed = ApiSpec(3, "metadata", 0, 13)
+    assert item.advertise(ctx, 3, listed) is listed
+    assert item.advertise(ctx, 1, None) is None
