@@ -58,7 +58,8 @@ def start_gateway(
     try:
         gateway.start(len(cluster.pids) if wait_brokers else None, timeout=START_TIMEOUT_S)
         assert gateway.pid is not None
-        wait_workers(gateway.pid, 2, START_TIMEOUT_S)
+        if config["server"]["workers"] > 1:
+            wait_workers(gateway.pid, config["server"]["workers"], START_TIMEOUT_S)
     except BaseException:
         gateway.stop()
         raise

@@ -40,7 +40,7 @@ def served(gw: GatewayProcess, pki: Pki, pids: list[int]) -> dict[int, set[str]]
             assert der is not None
             owner = None
             for _ in range(20):  # the worker has the socket once it accepted it
-                owner = wp.owner(sock.getsockname()[1], pids)
+                owner = wp.owner(tls.getsockname()[1], pids)
                 if owner is not None:
                     break
                 time.sleep(0.05)
