@@ -291,7 +291,7 @@ class Injector:
             kinds.THROTTLE_STORM,
             p.name,
             start,
-            max(times[-1] / 1000, start + minutes * 60),  # its own requests throttled too
+            max(times[-1], int((start + minutes * 60) * 1000)) / 1000,  # all its throttling
             throttled=throttled + len(times),
         )
 

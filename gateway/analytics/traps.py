@@ -112,7 +112,7 @@ class Trapper:
             if new_key is not None:
                 record["api_key_id"] = new_key
         host = rng.choice(p.addresses)  # a forgotten instance with the old secret
-        stale = rng.randint(4, 12)
+        stale = rng.randint(4, 10)
         moment = (at + rng.randrange(600, 3 * HOUR)) * 1000
         for _ in range(stale):
             self.em.failed_login(p.name, p.tenant, host, moment, p.mechanism)
