@@ -251,7 +251,7 @@ def test_rotation_disable_and_shredding(
     time.sleep(DEK_AGE + 0.5)  # unwrapped DEKs of alpha leave the gateway's cache
     got = consume(encrypting.bootstrap, a, 1)
     assert len(got) == 1 and isinstance(got[0], KafkaError), got  # never ciphertext as data
-    assert got[0].code() == KafkaError.CORRUPT_MESSAGE
+    assert got[0].code() == 2  # CORRUPT_MESSAGE (librdkafka: INVALID_MSG)
     assert gateway_log_events(encrypting, "decryption_failed")
     assert as_sent(consume(encrypting.bootstrap, b, 3)) == b_sent  # other KEKs unaffected
     actions = [line for line in trail.read_text().splitlines() if line.strip()]
