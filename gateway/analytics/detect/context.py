@@ -29,7 +29,8 @@ class Thresholds:
     throttle_gap_s: int = 300
     throttle_min: int = 10  # throttled responses in a storm
     throttle_ms_min: int = 10_000  # total throttle time in a storm
-    tenant_storm_principals: int = 3  # storms of this many of a tenant's principals: one
+    tenant_storm_principals: int = 3  # storms of this many of a tenant's principals at once
+    tenant_events: bool = False  # ... are one tenant-level finding (else none: a busy day)
     history_s: int = 86_400  # a principal needs this much history for baseline detectors
     baseline_min_events: int = 50
     # Evasion-resistant detectors (decision 0031)

@@ -21,15 +21,16 @@ from .rows import HostRow, HourRow, Single, TopicRow, network
 
 
 def auth_stage(singles: list[Single], t: Thresholds) -> list[Finding]:
-    """Bursts of failed logins, spraying from one address, throttle storms (one per
-    tenant when several of its principals are throttled at once)."""
+    """Bursts of failed logins, spraying from one address, throttle storms (none per
+    principal when several of a tenant's principals are throttled at once)."""
     return auth.auth_bursts(singles, t) + tenant_storms(auth.throttle_storms(singles, t), t)
 
 
 def tenant_storms(storms: list[Finding], t: Thresholds) -> list[Finding]:
     """Storms of ``tenant_storm_principals`` or more principals of one tenant that
     overlap in time are the tenant's quota running dry (its traffic rising together):
-    one tenant-level finding, entity the tenant, instead of one per principal."""
+    no finding per principal; one tenant-level finding, entity the tenant, when
+    ``tenant_events`` asks for it."""
     by_tenant: dict[str, list[Finding]] = {}
     for storm in storms:
         if storm.tenant is not None:
@@ -45,7 +46,7 @@ def tenant_storms(storms: list[Finding], t: Thresholds) -> list[Finding]:
             principals = sorted({g.entity for g in group})
             if len(principals) < t.tenant_storm_principals:
                 kept += group
-            else:
+            elif t.tenant_events:
                 kept.append(_tenant_storm(tenant, group, principals))
             group = [item] if item is not None else []
     return kept

@@ -327,7 +327,7 @@ def test_an_app_moving_to_a_new_address_in_its_network_raises_nothing() -> None:
     assert found(log) == []
 
 
-def test_a_tenant_throttled_together_is_one_tenant_level_finding() -> None:
+def test_a_tenant_throttled_together_is_no_finding_per_principal() -> None:
     from gateway.analytics.detect.context import Thresholds
     from gateway.analytics.detect.rows import Single
     from gateway.analytics.detect.run import auth_stage
@@ -339,7 +339,9 @@ def test_a_tenant_throttled_together_is_one_tenant_level_finding() -> None:
         storm("User:a-s0", "a", 0) + storm("User:a-s1", "a", 60) + storm("User:a-s2", "a", 90)
     )
     alone = storm("User:b-s0", "b", 0)
-    findings = auth_stage(together + alone, Thresholds())
+    quiet = auth_stage(together + alone, Thresholds())
+    assert [(f.entity, f.principal) for f in quiet] == [("User:b-s0", "User:b-s0")]
+    findings = auth_stage(together + alone, Thresholds(tenant_events=True))
     assert sorted((f.entity, f.principal) for f in findings) == [
         ("User:b-s0", "User:b-s0"),
         ("a", None),
