@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..kms.api import Kms
+from ..kms.api import DEK_SIZE, Kms, KmsError
 from .envelope import KeyRef
 from .settings import DekConfig
 
@@ -72,7 +72,10 @@ class DekCache:
                 self._opened.move_to_end(key)
                 return aead
             del self._opened[key]
-        aead = AESGCM(self.kms.unwrap(ref.kek, ref.version, ref.wrapped))
+        dek = self.kms.unwrap(ref.kek, ref.version, ref.wrapped)
+        if len(dek) != DEK_SIZE:  # the gateway wraps AES-256 keys only
+            raise KmsError(f"KEK {ref.kek!r} v{ref.version} unwrapped a key of the wrong size")
+        aead = AESGCM(dek)
         self.unwrapped += 1
         self._remember(key, aead, now)
         return aead

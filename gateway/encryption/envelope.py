@@ -95,10 +95,12 @@ def key_ref(envelope: bytes) -> tuple[KeyRef, int, int]:
         raise EnvelopeError("not an envelope")
     if envelope[3] != VERSION:
         raise EnvelopeError(f"envelope version {envelope[3]} is not supported")
+    if len(envelope) < 6:
+        raise EnvelopeError("envelope header truncated")
     flags = envelope[4]
     size = envelope[5]
     pos = 6 + size
-    if pos + 3 > len(envelope):
+    if not size or pos + 3 > len(envelope):
         raise EnvelopeError("envelope header truncated")
     try:
         name = envelope[6:pos].decode("utf-8")

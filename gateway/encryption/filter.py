@@ -30,7 +30,7 @@ from ..kms.api import Kms
 from ..protocol.apis import ApiSpec
 from .deks import DekCache
 from .policy import Policies
-from .records import RecordsError, decrypt_records, encrypt_records
+from .records import RecordsError, decrypt_records, encrypt_records, refuse_envelopes
 from .settings import EncryptionSettings
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
@@ -72,8 +72,6 @@ class EncryptionFilter(BaseFilter):
         if call.api_key != PRODUCE:
             return
         tenant = call.context.tenant
-        if not self.policies.covers_tenant(tenant):
-            return  # not decoded
         body = call.body
         topics = []
         changed = False
@@ -84,6 +82,10 @@ class EncryptionFilter(BaseFilter):
                 return
             rule = self.policies.rule(tenant, name)
             if rule is None:
+                # written in clear; on a topic whose fetches are scanned, no value may
+                # look like an envelope (it would fail every consumer's fetch)
+                if self.policies.any_covers(name) and not self._clear_ok(call, name, topic):
+                    return
                 topics.append(topic)
                 continue
             partitions = []
@@ -94,19 +96,43 @@ class EncryptionFilter(BaseFilter):
                 try:
                     sealed = encrypt_records(bytes(partition.records), name, rule, self.deks)
                 except (RecordsError, KmsError) as exc:
-                    reason = f"records for {name!r} cannot be encrypted: {exc}"
-                    call.context.log.warning(
-                        "produce refused: %s",
-                        reason,
-                        extra={"event": "encryption_refused", "principal": call.context.principal},
-                    )
-                    call.reject(ErrorCode.invalid_record, reason)
+                    self._refuse(call, f"records for {name!r} cannot be encrypted: {exc}")
+                    return
+                except Exception as exc:  # never in clear, whatever went wrong
+                    self._refuse(call, f"records for {name!r} cannot be encrypted", exc)
                     return
                 partitions.append(dataclasses.replace(partition, records=sealed))
             topics.append(dataclasses.replace(topic, partition_data=tuple(partitions)))
             changed = True
         if changed:
             call.evolve(topic_data=tuple(topics))
+
+    def _clear_ok(self, call: RequestCall, name: str, topic: Any) -> bool:
+        for partition in topic.partition_data:
+            if partition.records is None:
+                continue
+            try:
+                refuse_envelopes(bytes(partition.records))
+            except RecordsError as exc:
+                self._refuse(call, f"records for {name!r} refused: {exc}")
+                return False
+            except Exception as exc:
+                self._refuse(call, f"records for {name!r} refused", exc)
+                return False
+        return True
+
+    @staticmethod
+    def _refuse(call: RequestCall, reason: str, unexpected: Exception | None = None) -> None:
+        """Refuse the whole Produce with INVALID_RECORD; ``unexpected``: an error of the
+        gateway's own (its type is logged, never its text: it may quote record bytes)."""
+        if unexpected is not None:
+            reason = f"{reason}: internal error ({type(unexpected).__name__})"
+        call.context.log.warning(
+            "produce refused: %s",
+            reason,
+            extra={"event": "encryption_refused", "principal": call.context.principal},
+        )
+        call.reject(ErrorCode.invalid_record, reason)
 
     # -- Fetch -----------------------------------------------------------------------
 
@@ -152,17 +178,21 @@ class EncryptionFilter(BaseFilter):
         try:
             opened = decrypt_records(bytes(records), topic, self.deks)
         except (RecordsError, KmsError) as exc:
-            call.context.log.error(
-                "fetch of %s-%d cannot be decrypted: %s",
-                topic,
-                partition.partition_index,
-                exc,
-                extra={"event": "decryption_failed", "principal": call.context.principal},
-            )
-            return dataclasses.replace(partition, error_code=ErrorCode.corrupt_message, records=b"")
-        if opened == records:
-            return partition
-        return dataclasses.replace(partition, records=opened)
+            reason = str(exc)
+        except Exception as exc:  # never ciphertext as data, never a closed connection
+            reason = f"internal error ({type(exc).__name__})"
+        else:
+            if opened == records:
+                return partition
+            return dataclasses.replace(partition, records=opened)
+        call.context.log.error(
+            "fetch of %s-%d cannot be decrypted: %s",
+            topic,
+            partition.partition_index,
+            reason,
+            extra={"event": "decryption_failed", "principal": call.context.principal},
+        )
+        return dataclasses.replace(partition, error_code=ErrorCode.corrupt_message, records=b"")
 
     def _name_of(self, topic: Any, field: str) -> str | None:
         """A Produce/Fetch topic entry's name: its own, or its id's (None: unknown id)."""

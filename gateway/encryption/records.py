@@ -13,7 +13,7 @@ from its offset), so a partial ciphertext batch never reaches a client.
 from __future__ import annotations
 
 from . import envelope
-from .batch import Batch, BatchError, Raw, Record, encode, parse, split
+from .batch import HEADER_SIZE, Batch, BatchError, Raw, Record, encode, parse, split
 from .compression import CompressionError
 from .deks import DekCache
 from .envelope import EnvelopeError
@@ -25,19 +25,42 @@ class RecordsError(ValueError):
 
 
 def encrypt_records(blob: bytes, topic: str, rule: Rule, deks: DekCache) -> bytes:
-    pieces = _split(blob)
-    batches: list[Batch] = []
-    for piece in pieces:
-        if isinstance(piece, Raw):
-            raise RecordsError("only complete record batches of magic 2 can be encrypted")
-        batches.append(_parse(piece))
+    batches = _client_batches(blob)
     out = []
+    step = deks.config.max_uses  # a batch larger than a DEK's uses spans several DEKs
     for batch in batches:
-        if not batch.is_control:
-            ref, aead = deks.encryptor(rule.kek, len(batch.records))
-            batch.records = [_seal(aead, ref, topic, rule, r) for r in batch.records]
+        sealed: list[Record] = []
+        for start in range(0, len(batch.records), step):
+            chunk = batch.records[start : start + step]
+            ref, aead = deks.encryptor(rule.kek, len(chunk))
+            sealed.extend(_seal(aead, ref, topic, rule, r) for r in chunk)
+        batch.records = sealed
         out.append(encode(batch))
     return b"".join(out)
+
+
+def refuse_envelopes(blob: bytes) -> None:
+    """Records written in clear to a topic some policy encrypts (by a tenant no policy
+    covers there): refused (``RecordsError``) if a value looks like an envelope, which
+    every consumer's fetch would try to decrypt and fail on."""
+    for batch in _client_batches(blob):
+        if any(envelope.is_envelope(r.value) for r in batch.records):
+            raise RecordsError("a value written in clear starts like an encryption envelope (KGE)")
+
+
+def _client_batches(blob: bytes) -> list[Batch]:
+    """The whole v2 batches of a Produce partition; anything else is refused: other
+    magics, a truncated tail, and control batches (only the transaction coordinator
+    writes those; passed on, their records would reach the broker in clear)."""
+    batches: list[Batch] = []
+    for piece in _split(blob):
+        if isinstance(piece, Raw):
+            raise RecordsError("only complete record batches of magic 2 can be encrypted")
+        batch = _parse(piece)
+        if batch.is_control:
+            raise RecordsError("a client may not write control batches")
+        batches.append(batch)
+    return batches
 
 
 def _seal(aead: object, ref: envelope.KeyRef, topic: str, rule: Rule, record: Record) -> Record:
@@ -70,7 +93,8 @@ def decrypt_records(blob: bytes, topic: str, deks: DekCache) -> bytes:
                 break  # a partial last batch: dropped, fetched again whole
             out.append(piece.data)
             continue
-        if b"KGE" not in piece and not piece[22] & 0x07:  # uncompressed, no envelope
+        if len(piece) > HEADER_SIZE and b"KGE" not in piece and not piece[22] & 0x07:
+            # uncompressed, no envelope: as it is
             out.append(piece)
             continue
         batch = _parse(piece)

@@ -10,7 +10,7 @@ versions (crypto-shredding). Backends: ``pkcs11`` (HSMs, SoftHSM2 in the tests) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 DEK_SIZE = 32  # AES-256
@@ -44,7 +44,7 @@ class WrappedDek:
     """A fresh DEK (raw, for the gateway's cipher) and its wrapped form (for the
     envelope), with the KEK version that wrapped it."""
 
-    dek: bytes
+    dek: bytes = field(repr=False)  # key material: never in a repr, a log or an error
     wrapped: bytes
     version: int
 

@@ -203,7 +203,9 @@ def test_file_backend_refused_unless_allowed(tmp_path: Path) -> None:
         )
 
 
-def test_a_tenant_no_policy_covers_is_not_even_decoded(tmp_path: Path) -> None:
+def test_a_tenant_no_policy_covers_passes_in_clear_untouched(tmp_path: Path) -> None:
+    """Its Produce is decoded (to see whether it names a topic some policy encrypts for
+    others: ``test_hostile``), but nothing of it is replaced."""
     item = EncryptionFilter(
         {
             "kms": {
@@ -215,10 +217,9 @@ def test_a_tenant_no_policy_covers_is_not_even_decoded(tmp_path: Path) -> None:
         }
     )
 
-    def decode() -> Any:
-        raise AssertionError("the request was decoded")
-
-    item.on_request(RequestCall(0, 9, 7, context(), decode))
+    for topic in ("enc.x", "plain"):
+        call = run_request(item, produce_v9(topic, batch()))
+        assert call.rejection is None and not call.replaced
 
 
 def test_produce_and_fetch_offered_up_to_v12_only(tmp_path: Path) -> None:

@@ -1,0 +1,154 @@
+"""The encryption filter against a hostile tenant: control batches, envelope-shaped values
+written in clear, forged envelopes, batches larger than a DEK's uses, secrets in reprs.
+Each case must end in a clear refusal or a failed partition, never in plaintext to a
+broker, ciphertext to a client, or an exception that closes the connection."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from gateway.encryption import EncryptionFilter, envelope
+from gateway.encryption.batch import CONTROL, Batch, Record, encode, parse
+from gateway.encryption.compression import GZIP
+from gateway.kms.api import WrappedDek
+
+from .test_filter import (
+    batch,
+    fetch_v12,
+    make_filter,
+    produce_v9,
+    run_request,
+    run_response,
+)
+
+
+def records_of(values: list[bytes | None], attributes: int = 0) -> bytes:
+    recs = [Record(i, i, f"k{i}".encode(), v) for i, v in enumerate(values)]
+    return encode(Batch(0, 0, attributes, len(recs) - 1, 1000, 1001, 5, 1, 0, recs))
+
+
+def forged(kek: bytes = b"acme", version: int = 1, wrapped: bytes = b"\x01" * 40) -> bytes:
+    head = b"KGE\x01\x00" + bytes([len(kek)]) + kek + struct.pack(">HB", version, len(wrapped))
+    return head + wrapped + b"\x00" * 12 + b"\x00" * 32
+
+
+def fetched(item: EncryptionFilter, topic: str, blob: bytes) -> Any:
+    return run_response(item, fetch_v12(topic, blob)).body.responses[0].partitions[0]
+
+
+def other_tenants_filter(tmp_path: Path) -> EncryptionFilter:
+    """Policies for tenant ``other`` only: ALICE (tenant ``acme``) writes in clear."""
+    return EncryptionFilter(
+        {
+            "kms": {
+                "backend": "file",
+                "file": {"path": str(tmp_path / "keks.json")},
+                "allow_development_backend": True,
+            },
+            "policies": [{"tenant": "other", "prefixes": ["enc."]}],
+        }
+    )
+
+
+def test_control_batch_in_a_produce_is_refused_not_passed_in_clear(tmp_path: Path) -> None:
+    """Clients never write control batches (only the transaction coordinator does); one
+    in a Produce would have been passed unencrypted."""
+    item = make_filter(tmp_path)
+    call = run_request(item, produce_v9("enc.orders", records_of([b"MARKER-ctl"], CONTROL)))
+    assert call.rejection is not None
+    code, message = call.rejection
+    assert code == ErrorCode.invalid_record and "control" in (message or "")
+
+
+def test_old_magic_and_malformed_batches_are_refused(tmp_path: Path) -> None:
+    item = make_filter(tmp_path)
+    good = batch()
+    old = bytearray(good)
+    old[16] = 1  # magic 1
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 1
+    lying = bytearray(good)
+    struct.pack_into(">i", lying, 8, len(good) + 100)  # longer than the bytes
+    for blob in (bytes(old), bytes(bad_crc), bytes(lying), good[:30], good + good[:20]):
+        call = run_request(item, produce_v9("enc.orders", blob))
+        assert call.rejection is not None and call.rejection[0] == ErrorCode.invalid_record
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"KGE\x01\x00",  # as short as an envelope-looking value gets
+        b"KGE\x01\x00\x00",  # an empty KEK name
+        forged(wrapped=b"\x01"),  # a wrapped DEK the key wrap cannot even try
+        forged(wrapped=b"\x01" * 24),  # unwraps (if at all) to a 16-byte key
+        forged(kek=b"\xff\xfe"),  # not UTF-8
+        forged(kek=b"nobody"),
+    ],
+)
+def test_envelope_shaped_garbage_fails_the_partition_never_the_connection(
+    tmp_path: Path, value: bytes
+) -> None:
+    item = make_filter(tmp_path)
+    part = fetched(item, "enc.orders", records_of([b"fine", value]))
+    assert part.error_code == ErrorCode.corrupt_message and not part.records
+
+
+def test_a_short_v2_piece_in_a_fetch_fails_the_partition(tmp_path: Path) -> None:
+    item = make_filter(tmp_path)
+    piece = struct.pack(">qiib", 0, 5, 0, 2)  # magic 2, batch length 5: 17 bytes
+    part = fetched(item, "enc.orders", piece + batch())
+    assert part.error_code == ErrorCode.corrupt_message and not part.records
+
+
+def test_a_tenant_writing_in_clear_cannot_plant_an_envelope_on_an_encrypted_topic(
+    tmp_path: Path,
+) -> None:
+    """A tenant no policy covers writes in clear; a value of its that looks like an
+    envelope, on a topic some policy encrypts, would fail every consumer's fetch of
+    that partition (and make the gateway ask the key manager about any KEK named)."""
+    item = other_tenants_filter(tmp_path)
+    call = run_request(item, produce_v9("enc.shared", records_of([b"ok", forged(b"other")])))
+    assert call.rejection is not None
+    code, message = call.rejection
+    assert code == ErrorCode.invalid_record and "envelope" in (message or "")
+    # clear values that do not look like envelopes still pass untouched
+    plain = run_request(item, produce_v9("enc.shared", records_of([b"ok", b"KG", None])))
+    assert plain.rejection is None and not plain.replaced
+    # and topics no policy covers are not scanned at all
+    free = run_request(item, produce_v9("free", records_of([forged(b"other")])))
+    assert free.rejection is None and not free.replaced
+
+
+def test_a_covered_tenants_envelope_shaped_value_is_sealed_and_comes_back(
+    tmp_path: Path,
+) -> None:
+    item = make_filter(tmp_path)
+    original = records_of([forged(b"acme"), b""])
+    call = run_request(item, produce_v9("enc.orders", original))
+    sealed = bytes(call.body.topic_data[0].partition_data[0].records)
+    assert bytes(fetched(item, "enc.orders", sealed).records) == original
+
+
+def test_a_batch_larger_than_max_uses_spreads_over_several_deks(tmp_path: Path) -> None:
+    item = make_filter(tmp_path, max_uses=3)
+    values = [f"MARKER-{i}".encode() for i in range(10)]
+    original = records_of(values, GZIP)  # type: ignore[arg-type]
+    call = run_request(item, produce_v9("enc.orders", original))
+    sealed = bytes(call.body.topic_data[0].partition_data[0].records)
+    uses: dict[bytes, int] = {}
+    for record in parse(sealed).records:
+        ref, _, _ = envelope.key_ref(record.value or b"")
+        uses[ref.wrapped] = uses.get(ref.wrapped, 0) + 1
+    assert max(uses.values()) <= 3 and sum(uses.values()) == 10
+    assert bytes(fetched(item, "enc.orders", sealed).records) == original
+
+
+def test_no_dek_in_reprs() -> None:
+    secret = bytes(range(32))
+    text = repr(WrappedDek(secret, b"w" * 40, 1))
+    assert repr(secret) not in text and secret.hex() not in text
