@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
@@ -25,20 +26,31 @@ LZ4_BLOCK = 64 * 1024
 LZ4_FLG, LZ4_BD = 0x60, 0x40  # version 01, independent blocks; 64 KiB blocks
 
 
+MAX_DECOMPRESSED = 64 * 1024 * 1024  # one batch's records, decompressed
+
+
 class CompressionError(ValueError):
     """Compressed records that cannot be decompressed, or an unknown codec."""
 
 
-def decompress(codec: int, data: bytes) -> bytes:
+def decompress(codec: int, data: bytes, limit: int | None = None) -> bytes:
+    """The records ``data`` holds; ``CompressionError`` when corrupt, or when they would
+    exceed ``limit`` bytes (default ``MAX_DECOMPRESSED``): a few compressed bytes may
+    stand for gigabytes, and one tenant's batch must not take the gateway's memory."""
+    limit = MAX_DECOMPRESSED if limit is None else limit
     try:
         if codec == GZIP:
-            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = inflater.decompress(data, limit + 1)
+            if len(out) > limit or inflater.unconsumed_tail:
+                raise CompressionError(f"gzip: records exceed {limit} bytes decompressed")
+            return out
         if codec == SNAPPY:
-            return _snappy_decode(data)
+            return _snappy_decode(data, limit)
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded(cramjam.lz4.decompress_into, "lz4", data, limit)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd.decompress_into, "zstd", data, limit)
     except CompressionError:
         raise
     except Exception as exc:  # the codecs' own errors: corrupt input
@@ -61,9 +73,27 @@ def compress(codec: int, data: bytes) -> bytes:
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def _snappy_decode(data: bytes) -> bytes:
+def _bounded(into: Callable[[bytes, bytearray], int], name: str, data: bytes, limit: int) -> bytes:
+    """Decompress into a buffer that grows (x4) up to ``limit``: cramjam refuses to
+    write past a buffer's end, so a bomb stops at ``limit`` bytes."""
+    size = min(limit, max(64 * 1024, 8 * len(data)))
+    while True:
+        buffer = bytearray(size)
+        try:
+            written = into(data, buffer)
+        except Exception:  # corrupt, or more than the buffer holds
+            if size >= limit:
+                raise CompressionError(
+                    f"{name}: cannot decompress (corrupt, or over {limit} bytes)"
+                ) from None
+            size = min(limit, size * 4)
+            continue
+        return bytes(memoryview(buffer)[:written])
+
+
+def _snappy_decode(data: bytes, limit: int) -> bytes:
     if not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _snappy_block(data, limit)
     pos = 16
     out = bytearray()
     while pos < len(data):
@@ -73,9 +103,15 @@ def _snappy_decode(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise CompressionError("snappy: xerial block runs past the end")
-        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
+        out += _snappy_block(data[pos : pos + size], limit - len(out))
         pos += size
     return bytes(out)
+
+
+def _snappy_block(block: bytes, limit: int) -> bytes:
+    if cramjam.snappy.decompress_raw_len(block) > limit:  # a raw block states its size
+        raise CompressionError("snappy: records exceed the decompressed size limit")
+    return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def _snappy_encode(data: bytes) -> bytes:

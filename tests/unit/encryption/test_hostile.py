@@ -152,3 +152,28 @@ def test_no_dek_in_reprs() -> None:
     secret = bytes(range(32))
     text = repr(WrappedDek(secret, b"w" * 40, 1))
     assert repr(secret) not in text and secret.hex() not in text
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_compression_bomb_is_refused_at_the_limit(codec: int) -> None:
+    from gateway.encryption.compression import CompressionError, compress, decompress
+
+    data = b"\x00" * 3_000_000
+    packed = compress(codec, data)
+    assert decompress(codec, packed) == data  # under the default limit: whole
+    assert decompress(codec, packed, limit=len(data)) == data
+    with pytest.raises(CompressionError):
+        decompress(codec, packed, limit=1_000_000)
+
+
+def test_a_bomb_in_a_produce_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.encryption import compression
+
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED", 100_000)
+    item = make_filter(tmp_path)
+    bomb = records_of([b"\x00" * 1_000_000], 4)
+    assert len(bomb) < 10_000
+    call = run_request(item, produce_v9("enc.orders", bomb))
+    assert call.rejection is not None and call.rejection[0] == ErrorCode.invalid_record
+    part = fetched(item, "enc.orders", bomb)
+    assert part.error_code == ErrorCode.corrupt_message and not part.records
