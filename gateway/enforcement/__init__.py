@@ -89,7 +89,11 @@ class Enforcer:
 
         return allowed
 
-    def decide(self, api_key: int, request: Any, response_cls: type[Any]) -> Verdict:
+    def decide(
+        self, api_key: int, request: Any, response_cls: type[Any], scope: str | None = None
+    ) -> Verdict:
+        """``scope``: the namespace prefix of a namespaced tenant (the ACL APIs are
+        answered inside it only, ``acl_admin``)."""
         self.last_denials = []
         self.last_rule = None
         if self.brokers_decide and api_key not in LOCAL_APIS:
@@ -97,7 +101,7 @@ class Enforcer:
         if api_key in ACL_APIS:
             actor = self.identity.principal
             return acl_admin.handle(
-                api_key, request, response_cls, self.check, self.authorizer, actor
+                api_key, request, response_cls, self.check, self.authorizer, actor, scope
             )
         if self.identity.principal in self.authorizer.super_users:
             return PASS  # Kafka's super.users: no ACL is consulted

@@ -3,6 +3,14 @@
 ``kafka-acls.sh --bootstrap-server <gateway>`` and AdminClient ACL calls read and
 change the gateway's policies (policies/policy.csv), not the brokers' ACLs.
 DescribeAcls needs DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER.
+
+``scope`` (a namespaced tenant's prefix, decision 0034): the names arrive mapped to
+the cluster's already (the namespace filter) and the answer is confined to rules
+inside the namespace — TOPIC, GROUP and TRANSACTIONAL_ID patterns starting with the
+prefix — shown without it. Such a rule is judged on its own resource instead of the
+cluster: DESCRIBE on it to see it, ALTER on it to create or delete it. A null or
+MATCH filter selects inside the namespace only; nothing cluster-wide or another
+tenant's is ever shown, created or deleted.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..authz.engine import Authorizer
-from ..authz.model import AclFilter, AclRule, InvalidRuleError
+from ..authz.model import AclFilter, AclRule, InvalidRuleError, PatternType
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
 from ..authz.store import PolicyError
@@ -27,12 +35,27 @@ log = logging.getLogger("kgw.authz")
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ACL_APIS = frozenset({DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS})
 CLUSTER_DENIED_MESSAGE = "Cluster authorization failed."  # Kafka's text for error 31
+SCOPED_TYPES = frozenset({R.TOPIC, R.GROUP, R.TRANSACTIONAL_ID})  # a namespace's kinds
+OUTSIDE_MESSAGE = "only ACLs on the tenant's own topics, groups and transactional ids"
 
 
 def handle(
-    key: int, request: Any, rc: type[Any], check: Check, authorizer: Authorizer, actor: str
+    key: int,
+    request: Any,
+    rc: type[Any],
+    check: Check,
+    authorizer: Authorizer,
+    actor: str,
+    scope: str | None = None,
 ) -> Verdict:
     needed = Op.DESCRIBE if key == DESCRIBE_ACLS else Op.ALTER
+    if scope is not None:
+        space = _Scope(scope, check, needed)
+        if key == DESCRIBE_ACLS:
+            return Verdict(local=_describe(request, rc, authorizer, space))
+        if key == CREATE_ACLS:
+            return Verdict(local=_create(request, rc, authorizer, actor, space))
+        return Verdict(local=_delete(request, rc, authorizer, actor, space))
     if not check(R.CLUSTER, CLUSTER_NAME, needed):
         # As Kafka's AclApis, at every version: 31 with a message, at the top level
         # (DescribeAcls) or on every creation / filter (CreateAcls, DeleteAcls).
@@ -42,6 +65,28 @@ def handle(
     if key == CREATE_ACLS:
         return Verdict(local=_create(request, rc, authorizer, actor))
     return Verdict(local=_delete(request, rc, authorizer, actor))
+
+
+class _Scope:
+    """A namespaced tenant's view of the policy: rules inside ``prefix`` that it may
+    ``needed`` (DESCRIBE or ALTER), each judged on its own resource."""
+
+    __slots__ = ("check", "needed", "prefix")
+
+    def __init__(self, prefix: str, check: Check, needed: Op) -> None:
+        self.prefix, self.check, self.needed = prefix, check, needed
+
+    def inside(self, rule: AclRule) -> bool:
+        if rule.resource_type not in SCOPED_TYPES or not rule.name.startswith(self.prefix):
+            return False
+        # a literal tenant-side "*" would read as Kafka's wildcard: never the tenant's
+        return not (rule.pattern_type is PatternType.LITERAL and rule.name == self.prefix + "*")
+
+    def allows(self, rule: AclRule) -> bool:
+        return self.inside(rule) and self.check(rule.resource_type, rule.name, self.needed)
+
+    def shown(self, name: str) -> str:
+        return name[len(self.prefix) :]
 
 
 def _filter(entry: Any) -> AclFilter:
@@ -56,9 +101,13 @@ def _filter(entry: Any) -> AclFilter:
     )
 
 
-def _describe(request: Any, rc: type[Any], authorizer: Authorizer) -> Any:
+def _describe(
+    request: Any, rc: type[Any], authorizer: Authorizer, scope: _Scope | None = None
+) -> Any:
     try:
         rules = authorizer.store.list(_filter(request))
+        if scope is not None:
+            rules = [r for r in rules if scope.allows(r)]
     except InvalidRuleError as exc:
         base = respond_only(rc, "resources", ())
         return dataclasses.replace(
@@ -68,7 +117,8 @@ def _describe(request: Any, rc: type[Any], authorizer: Authorizer) -> Any:
     acl_cls = list_item_type(resource_cls, "acls")
     grouped: dict[tuple[int, str, int], list[AclRule]] = defaultdict(list)
     for rule in rules:
-        grouped[(int(rule.resource_type), rule.name, int(rule.pattern_type))].append(rule)
+        name = rule.name if scope is None else scope.shown(rule.name)
+        grouped[(int(rule.resource_type), name, int(rule.pattern_type))].append(rule)
     resources = tuple(
         resource_cls(
             resource_type=rtype,
@@ -89,7 +139,9 @@ def _describe(request: Any, rc: type[Any], authorizer: Authorizer) -> Any:
     return respond_only(rc, "resources", resources)
 
 
-def _create(request: Any, rc: type[Any], authorizer: Authorizer, actor: str) -> Any:
+def _create(
+    request: Any, rc: type[Any], authorizer: Authorizer, actor: str, scope: _Scope | None = None
+) -> Any:
     result_cls = list_item_type(rc, "results")
     results = []
     for creation in request.creations:
@@ -103,6 +155,11 @@ def _create(request: Any, rc: type[Any], authorizer: Authorizer, actor: str) -> 
                 int(creation.operation),
                 int(creation.permission_type),
             )
+            if scope is not None and not scope.allows(rule):
+                results.append(
+                    result_cls(error_code=CLUSTER_DENIED, error_message=_refusal(rule, scope))
+                )
+                continue
             authorizer.store.add([rule], actor=actor)
         except (InvalidRuleError, PolicyError) as exc:
             results.append(result_cls(error_code=ErrorCode.invalid_request, error_message=str(exc)))
@@ -113,13 +170,46 @@ def _create(request: Any, rc: type[Any], authorizer: Authorizer, actor: str) -> 
     return respond_only(rc, "results", results)
 
 
-def _delete(request: Any, rc: type[Any], authorizer: Authorizer, actor: str) -> Any:
+def _refusal(rule: AclRule, scope: _Scope) -> str:
+    if scope.inside(rule):
+        return f"not authorized to {scope.needed.name} {rule.resource_type.name} ACLs there"
+    return OUTSIDE_MESSAGE
+
+
+def _remove(authorizer: Authorizer, flt: AclFilter, actor: str, scope: _Scope | None) -> Any:
+    """The rules ``flt`` selects removed (inside the namespace only, with a scope)."""
+    if scope is None:
+        return authorizer.store.remove(flt, actor=actor)
+    # judged first, all of them: removing the tenant's own grant must not change the
+    # verdict on the next rule; then exactly each rule, nothing else its filter matches
+    doomed = [rule for rule in authorizer.store.list(flt) if scope.allows(rule)]
+    removed = []
+    for rule in doomed:
+        removed += authorizer.store.remove(_exactly(rule), actor=actor)
+    return removed
+
+
+def _exactly(rule: AclRule) -> AclFilter:
+    return AclFilter(
+        rule.principal,
+        rule.resource_type,
+        rule.pattern_type,
+        rule.name,
+        rule.operation,
+        rule.host,
+        rule.permission,
+    )
+
+
+def _delete(
+    request: Any, rc: type[Any], authorizer: Authorizer, actor: str, scope: _Scope | None = None
+) -> Any:
     filter_cls = list_item_type(rc, "filter_results")
     match_cls = list_item_type(filter_cls, "matching_acls")
     results = []
     for entry in request.filters:
         try:
-            removed = authorizer.store.remove(_filter(entry), actor=actor)
+            removed = _remove(authorizer, _filter(entry), actor, scope)
         except (InvalidRuleError, PolicyError) as exc:
             results.append(
                 filter_cls(
@@ -134,7 +224,7 @@ def _delete(request: Any, rc: type[Any], authorizer: Authorizer, actor: str) -> 
                 error_code=ErrorCode.none,
                 error_message=None,
                 resource_type=int(r.resource_type),
-                resource_name=r.name,
+                resource_name=r.name if scope is None else scope.shown(r.name),
                 pattern_type=int(r.pattern_type),
                 principal=r.principal,
                 host=r.host,

@@ -14,6 +14,7 @@ from ..protocol import apis
 from ..protocol.codec import encode_body, encode_response
 from ..protocol.framing import frame
 from ..slots import NEXT, Fault, Outcome, PendingWork, Request, Slot
+from .acl_admin import ACL_APIS as LOCAL_ACL_APIS
 from .verdict import PASS, Verdict
 
 if TYPE_CHECKING:
@@ -28,7 +29,10 @@ def authorize(session: Connection, request: Request) -> Outcome:
         return NEXT
     _payload, head, body = request.parsed()
     response_cls = apis.response_schema(key, version)
-    verdict = PASS if enforcer is None else enforcer.decide(key, body, response_cls)
+    scope = None  # a namespaced tenant's ACL answers stay inside its namespace (0034)
+    if key in LOCAL_ACL_APIS and session.filters is not None:
+        scope = session.filters.namespace_prefix()
+    verdict = PASS if enforcer is None else enforcer.decide(key, body, response_cls, scope)
     if administered:
         assert admin is not None
         verdict = admin.decide(key, body, response_cls, verdict)

@@ -8,6 +8,12 @@ It also narrows what ApiVersions offers a namespaced connection (``advertise``):
 the APIs ``table`` maps, at the versions it maps; before authentication, when the
 tenant is not known yet, a listener the namespaces apply to offers only those too
 (fail closed).
+
+The ACL APIs are offered only when the gateway answers them itself from its policy
+(``acls_local``: authorization is configured): their request names are mapped here,
+and the answer is confined to the namespace where it is made (``enforcement/
+acl_admin.py``, given the prefix by the authorization stage). Forwarded to brokers,
+a null filter could not be confined, so they are not offered then.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from ..protocol.apis import ApiSpec
 from .directory import Directory
 from .mappers import map_request, map_response
 from .names import NameRefused, Namespace
-from .table import NAMED_APIS, NAMELESS, offered_max
+from .table import ACL_APIS, NAMED_APIS, NAMELESS, offered_max
 
 log = logging.getLogger("kgw.namespaces")
 _REFUSAL_CODE = {19: ErrorCode.invalid_topic_exception, 20: ErrorCode.unknown_topic_id}
@@ -32,9 +38,15 @@ class NamespaceFilter(BaseFilter):
     name = "namespaces"
     api_keys: frozenset[int] | None = frozenset(NAMED_APIS)
 
-    def __init__(self, directory: Directory) -> None:
+    def __init__(self, directory: Directory, acls_local: bool = False) -> None:
         super().__init__({})
         self.directory = directory
+        self.acls_local = acls_local
+
+    def _offered_max(self, key: int, gateway_max: int) -> int | None:
+        if key in ACL_APIS and not self.acls_local:
+            return None
+        return offered_max(key, gateway_max)
 
     def namespace(self, context: FilterContext) -> Namespace | None:
         return self.directory.namespace(context.tenant, context.listener)
@@ -53,7 +65,7 @@ class NamespaceFilter(BaseFilter):
         ns = self.namespace(call.context)
         if ns is None:
             return
-        top = offered_max(call.api_key, call.api_version)
+        top = self._offered_max(call.api_key, call.api_version)
         if top is None or call.api_version > top:  # not offered: refused before us, normally
             call.reject(ErrorCode.unsupported_version, "not offered with transparent names")
             return
@@ -90,7 +102,7 @@ class NamespaceFilter(BaseFilter):
                 return spec
         elif self.namespace(context) is None:
             return spec
-        top = offered_max(key, spec.max_version)
+        top = self._offered_max(key, spec.max_version)
         if top is None or top < spec.min_version:
             return None
         return (

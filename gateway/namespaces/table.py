@@ -29,6 +29,11 @@ class NamedApi:
 
 
 _INSTANCE = ("group_instance_id",)  # a static member's id, scoped by its group
+ACL_APIS = frozenset({29, 30, 31})  # offered only where the gateway answers them itself
+ACL_NOTE = (
+    "answered by the gateway (enforcement/acl_admin.py, scope): only rules inside the "
+    "namespace, shown without the prefix; a null name filter selects inside it only"
+)
 
 NAMED_APIS: dict[int, NamedApi] = {
     0: NamedApi(("topic_data[].name", "transactional_id"), ("responses[].name",), 12),
@@ -105,6 +110,23 @@ NAMED_APIS: dict[int, NamedApi] = {
     26: NamedApi(("transactional_id",), ()),  # EndTxn
     28: NamedApi(  # TxnOffsetCommit
         ("transactional_id", "group_id", "topics[].name"), ("topics[].name",), None, _INSTANCE
+    ),
+    29: NamedApi(  # DescribeAcls: answered by the gateway, inside the namespace only
+        ("resource_name_filter",),
+        (),
+        None,
+        (),
+        ("resources[].resource_name",),
+        ACL_NOTE,
+    ),
+    30: NamedApi(("creations[].resource_name",), ()),  # CreateAcls (principals: not names)
+    31: NamedApi(  # DeleteAcls
+        ("filters[].resource_name_filter",),
+        (),
+        None,
+        (),
+        ("filter_results[].matching_acls[].resource_name",),
+        ACL_NOTE,
     ),
     32: NamedApi(  # DescribeConfigs
         (),

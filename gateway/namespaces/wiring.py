@@ -20,4 +20,5 @@ def namespace_filters(config: GatewayConfig, tenants: TenantWatch | None) -> lis
     if settings is None:
         return []
     store = tenants.transparent if tenants is not None else None
-    return [NamespaceFilter(Directory(settings, store))]
+    # the ACL APIs are answered by the gateway only with authorization configured
+    return [NamespaceFilter(Directory(settings, store), config.authorization is not None)]

@@ -44,6 +44,13 @@ POLICY = [
     "p, Role:tenant-acme, GROUP, PREFIXED, acme., ALL, *, allow",
     "p, Role:tenant-acme, TRANSACTIONAL_ID, PREFIXED, acme., ALL, *, allow",
     "g, User:acme.app, Role:tenant-acme",
+    # rules the tenant must never see or touch through the ACL APIs (acls.yaml)
+    "p, Role:tenant-beta, TOPIC, PREFIXED, beta., ALL, *, allow",
+    "p, User:ops, TOPIC, LITERAL, *, DESCRIBE, *, allow",
+    "p, User:ops, TOPIC, PREFIXED, acm, READ, *, allow",
+    "p, User:ops, CLUSTER, LITERAL, kafka-cluster, ALTER, *, allow",
+    # a rule inside acme's namespace for someone else: acme's to see (as ``orders``)
+    "p, User:partner, TOPIC, LITERAL, acme.orders, READ, 10.0.0.1, allow",
 ]
 SCENARIOS = [
     (path.stem, case)
@@ -59,7 +66,7 @@ def session_for(make_authorizer: MakeAuthorizer) -> Session:
         name="public", bootstrap_port=9092, broker_port_base=9100, advertised_host="gw.example"
     )
     settings = NamespacesConfig(transparent_tenants=["acme"])
-    chain = FilterChain([NamespaceFilter(Directory(settings))]).bind(identity)
+    chain = FilterChain([NamespaceFilter(Directory(settings), acls_local=True)]).bind(identity)
     enforcer = Enforcer(authorizer, identity)
     return Session(PublicMap(listener, Topology()), identity, enforcer, filters=chain)
 
