@@ -288,3 +288,48 @@ def test_java_tools_with_plain_names(stack: Stack, kafka_cluster: KafkaCluster) 
     transactions = tool("transactions", "list")
     assert "tx-1" in transactions and A not in transactions and B not in transactions
     assert f"{A}.java" in cluster_topics(kafka_cluster)
+
+
+def test_kafka_acls_with_plain_names(stack: Stack, kafka_cluster: KafkaCluster) -> None:
+    """``kafka-acls.sh`` as a transparent tenant: its own ACLs, in its own names; what it
+    adds and removes lands inside its namespace of the gateway's policy (decision 0034,
+    addendum); another tenant sees none of it."""
+    policy = stack.work / "policies" / "policy.csv"
+
+    def acls(tenant: str, *args: str) -> str:
+        props = str(stack.bundle(tenant) / "client.properties")
+        done = kafka_cluster.run_tool(
+            "acls", ["--bootstrap-server", stack.gateway.bootstrap, "--command-config", props,
+                     *args],
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        out = done.stdout.decode()
+        assert "rror" not in out, out[-2000:]  # the tool prints errors and exits 0
+        return out
+
+    listing = acls(A, "--list")
+    # the tenant's grants (PREFIXED "<tenant>.") shown as its whole namespace: name ""
+    assert "resourceType=TOPIC, name=, patternType=PREFIXED" in listing, listing
+    assert "resourceType=GROUP, name=, patternType=PREFIXED" in listing, listing
+    assert f"{A}." not in listing and B not in listing, listing
+    added = acls(A, "--add", "--allow-principal", "User:partner", "--operation", "Read",
+                 "--topic", "orders", "--group", "billing")  # fmt: skip
+    assert f"{A}." not in added, added
+    deadline = time.monotonic() + 10
+    while f"{A}.billing" not in policy.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    text = policy.read_text()
+    assert f"User:partner, TOPIC, LITERAL, {A}.orders, READ" in text, text
+    assert f"User:partner, GROUP, LITERAL, {A}.billing, READ" in text, text
+    mine = acls(A, "--list", "--topic", "orders")
+    assert "name=orders, patternType=LITERAL" in mine and "User:partner" in mine, mine
+    theirs = acls(B, "--list")
+    assert "User:partner" not in theirs and A not in theirs, theirs
+    assert "User:partner" not in acls(B, "--list", "--topic", "orders")
+    # B removing "everything about orders" touches only B's namespace
+    acls(B, "--remove", "--force", "--topic", "orders")
+    assert f"User:partner, TOPIC, LITERAL, {A}.orders, READ" in policy.read_text()
+    acls(A, "--remove", "--force", "--allow-principal", "User:partner", "--operation", "Read",
+         "--topic", "orders", "--group", "billing")  # fmt: skip
+    assert "User:partner" not in policy.read_text()
+    assert "User:partner" not in acls(A, "--list")

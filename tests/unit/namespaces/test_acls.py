@@ -256,3 +256,24 @@ def test_not_offered_where_the_brokers_would_answer() -> None:
     spec = apis.gateway_apis()[29]
     assert NamespaceFilter(directory).advertise(context, 29, spec) is None
     assert NamespaceFilter(directory, acls_local=True).advertise(context, 29, spec) == spec
+
+
+def test_an_operators_denial_is_pinned_by_denying_alter(make_authorizer: MakeAuthorizer) -> None:
+    """A tenant with ALL on its namespace may delete ACLs there, DENY rules included;
+    an operator keeps a denial in place with a DENY ALTER on the same resource."""
+    pinned = [
+        *TENANT,
+        "p, Role:tenant-acme, TOPIC, LITERAL, acme.audit, DELETE, *, deny",
+        "p, Role:tenant-acme, TOPIC, LITERAL, acme.audit, ALTER, *, deny",
+    ]
+    session, authorizer = setup(make_authorizer, pinned)
+    flt = {**ALL_FILTER, "resource_name_filter": "audit", "pattern_type_filter": 3}
+    (result,) = call(session, 31, 3, {"filters": [flt]}).filter_results
+    assert result.matching_acls == ()
+    assert {r.operation.name for r in rules(authorizer) if r.name == "acme.audit"} == {
+        "DELETE",
+        "ALTER",
+    }
+    assert described(session, resource_name_filter="audit", pattern_type_filter=3) == {
+        (2, "audit", 3)
+    }
