@@ -177,3 +177,80 @@ def test_a_bomb_in_a_produce_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     assert call.rejection is not None and call.rejection[0] == ErrorCode.invalid_record
     part = fetched(item, "enc.orders", bomb)
     assert part.error_code == ErrorCode.corrupt_message and not part.records
+
+
+def produce_of(version: int, topics: dict[str, list[bytes]], acks: int = -1) -> Any:
+    import datetime as dt
+    import importlib
+
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    data = tuple(
+        schema.TopicProduceData(
+            name=name,
+            partition_data=tuple(
+                schema.PartitionProduceData(index=i, records=blob) for i, blob in enumerate(blobs)
+            ),
+        )
+        for name, blobs in topics.items()
+    )
+    return schema.ProduceRequest(acks=acks, timeout=dt.timedelta(seconds=1), topic_data=data)
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+@pytest.mark.parametrize("acks", [0, -1])
+def test_every_offered_produce_version_mixing_topics(
+    tmp_path: Path, version: int, acks: int
+) -> None:
+    """Each Produce version the gateway offers, several partitions and topics, encrypted
+    and not, in one request: only the covered ones sealed, each of their records."""
+    item = make_filter(tmp_path)
+    many = records_of([f"MARKER-{i}".encode() for i in range(7)], GZIP)
+    body = produce_of(version, {"plain": [many], "enc.a": [many, batch()], "x": [batch()]}, acks)
+    call = run_request(item, body)
+    assert call.rejection is None
+    out = {t.name: [bytes(p.records) for p in t.partition_data] for t in call.body.topic_data}
+    assert out["plain"] == [many] and out["x"] == [batch()]
+    assert all(b"MARKER" not in blob for blob in out["enc.a"])
+    opened = [bytes(fetched(item, "enc.a", blob).records) for blob in out["enc.a"]]
+    assert opened == [many, batch()]
+    # one bad partition of a covered topic: the whole request is refused
+    bad = produce_of(version, {"plain": [many], "enc.a": [many, many[:-3]]}, acks)
+    refused = run_request(item, bad)
+    assert refused.rejection is not None and refused.rejection[0] == ErrorCode.invalid_record
+
+
+def test_one_failing_partition_leaves_the_others_and_the_response_whole(tmp_path: Path) -> None:
+    import datetime as dt
+
+    import kio.schema.fetch.v12.response as f12
+
+    item = make_filter(tmp_path)
+    many = records_of([f"MARKER-{i}".encode() for i in range(50)], 4)
+    sealed = bytes(
+        run_request(item, produce_v9("enc.a", many)).body.topic_data[0].partition_data[0].records
+    )
+    aborted = (f12.AbortedTransaction(producer_id=5, first_offset=0),)
+
+    def part(index: int, records: bytes) -> Any:
+        return f12.PartitionData(
+            partition_index=index, error_code=ErrorCode.none, high_watermark=99,
+            last_stable_offset=98, aborted_transactions=aborted, records=records,
+        )  # fmt: skip
+
+    body = f12.FetchResponse(
+        throttle_time=dt.timedelta(0), error_code=ErrorCode.none, session_id=77,
+        responses=(
+            f12.FetchableTopicResponse(topic="plain", partitions=(part(0, sealed),)),
+            f12.FetchableTopicResponse(topic="enc.a", partitions=(
+                part(0, sealed), part(1, records_of([b"KGE\x01\x00"])), part(2, b""),
+            )),
+        ),
+    )  # fmt: skip
+    out = run_response(item, body).body
+    assert out.session_id == 77 and [t.topic for t in out.responses] == ["plain", "enc.a"]
+    assert bytes(out.responses[0].partitions[0].records) == sealed  # not covered: as it came
+    good, bad, empty = out.responses[1].partitions
+    assert bytes(good.records) == many and good.aborted_transactions == aborted
+    assert good.high_watermark == 99 and good.last_stable_offset == 98
+    assert bad.error_code == ErrorCode.corrupt_message and not bad.records
+    assert empty.error_code == ErrorCode.none and empty.partition_index == 2
