@@ -5,6 +5,7 @@ witness. Run through a real Session: namespace filter, authorization, acl_admin.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -277,3 +278,22 @@ def test_an_operators_denial_is_pinned_by_denying_alter(make_authorizer: MakeAut
     assert described(session, resource_name_filter="audit", pattern_type_filter=3) == {
         (2, "audit", 3)
     }
+
+
+@pytest.mark.parametrize("authorization", [True, False])
+def test_wiring_offers_acls_only_with_the_gateways_policy(
+    authorization: bool, tmp_path: Path
+) -> None:
+    from gateway.config import parse_config
+    from gateway.namespaces.wiring import namespace_filters
+
+    data: dict[str, Any] = {
+        "upstream": {"bootstrap_servers": ["10.0.0.1:9092"]},
+        "listeners": [{"name": "l", "bootstrap_port": 9092, "broker_port_base": 9100,
+                       "advertised_host": "kafka.example.com"}],
+        "namespaces": {"transparent_tenants": ["acme"]},
+    }  # fmt: skip
+    if authorization:
+        data["authorization"] = {"policy_dir": str(tmp_path)}
+    (built,) = namespace_filters(parse_config(data), None)
+    assert isinstance(built, NamespaceFilter) and built.acls_local is authorization
