@@ -20,6 +20,7 @@ from typing import Any
 from ..audit import AuditError
 from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
 from ..config import ConfigError, GatewayConfig, load_config
+from ..encryption.settings import ANY_TENANT, EncryptionSettings, PolicyConfig
 from ..kms import KmsConfig, KmsError, open_kms
 from ..kms.api import KekInfo, Kms
 
@@ -124,6 +125,50 @@ def register(commands: Any) -> None:
     keys.set_defaults(func=_run)
 
 
-def shred(args: argparse.Namespace, kek: str) -> int:
-    """``kgw tenant delete --shred``: destroy the tenant's KEK (recorded like ``destroy``)."""
-    return _run(argparse.Namespace(**{**vars(args), "keys_command": "destroy", "name": kek}))
+def tenant_keks(policies: list[PolicyConfig], tenant: str) -> tuple[list[str], list[str]]:
+    """The KEKs the policies put ``tenant``'s records under: ``(own, shared)``. Own: the
+    tenant-named KEK (the default) and any a policy of this tenant alone names; shared:
+    a KEK a policy also uses for other tenants (``"*"`` with a ``kek``, or another
+    tenant's policy naming it) — destroying it would shred their records too."""
+    users: dict[str, set[str | None]] = {tenant: {tenant}}
+    for policy in policies:
+        if policy.kek is not None:
+            users.setdefault(policy.kek, set()).add(policy.tenant)
+    own = [k for k, who in users.items() if who <= {tenant}]
+    shared = [k for k, who in users.items() if k not in own and who & {tenant, ANY_TENANT}]
+    return own, shared
+
+
+def shred(args: argparse.Namespace, tenant: str) -> int:
+    """``kgw tenant delete --shred``: destroy the KEKs of the tenant's records (each
+    recorded like ``destroy``). A KEK shared with other tenants is not destroyed: that
+    is said, and the exit code is 1 (the tenant's records under it stay readable)."""
+    try:
+        config = _config(args.config)
+        policies = _policies(config)
+    except Usage as exc:
+        print(f"kgw: {exc}", file=sys.stderr)
+        return USAGE
+    own, shared = tenant_keks(policies, tenant)
+    code = OK
+    for kek in own:
+        done = _run(argparse.Namespace(**{**vars(args), "keys_command": "destroy", "name": kek}))
+        code = code or done
+    for kek in shared:
+        print(
+            f"kgw: KEK {kek!r} also encrypts other tenants' records: not destroyed; "
+            f"{tenant}'s records under it stay readable",
+            file=sys.stderr,
+        )
+        code = code or REFUSED
+    return code
+
+
+def _policies(config: GatewayConfig) -> list[PolicyConfig]:
+    for entry in config.filters:
+        if entry.module == FILTER_MODULE:
+            try:
+                return EncryptionSettings.model_validate(dict(entry.config)).policies
+            except ValueError as exc:
+                raise Usage(f"the encryption filter's settings: {exc}") from None
+    raise Usage(f"no filters entry with module {FILTER_MODULE!r} in the configuration")
