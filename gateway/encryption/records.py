@@ -12,6 +12,8 @@ from its offset), so a partial ciphertext batch never reaches a client.
 
 from __future__ import annotations
 
+import struct
+
 from . import envelope
 from .batch import HEADER_SIZE, Batch, BatchError, Raw, Record, encode, parse, split
 from .compression import CompressionError
@@ -33,7 +35,10 @@ def encrypt_records(blob: bytes, topic: str, rule: Rule, deks: DekCache) -> byte
         for start in range(0, len(batch.records), step):
             chunk = batch.records[start : start + step]
             ref, aead = deks.encryptor(rule.kek, len(chunk))
-            sealed.extend(_seal(aead, ref, topic, rule, r) for r in chunk)
+            try:
+                sealed.extend(_seal(aead, ref, topic, rule, r) for r in chunk)
+            except (EnvelopeError, struct.error) as exc:  # a KEK name or header too long
+                raise RecordsError(f"cannot seal: {exc}") from None
         batch.records = sealed
         out.append(encode(batch))
     return b"".join(out)

@@ -254,3 +254,14 @@ def test_one_failing_partition_leaves_the_others_and_the_response_whole(tmp_path
     assert good.high_watermark == 99 and good.last_stable_offset == 98
     assert bad.error_code == ErrorCode.corrupt_message and not bad.records
     assert empty.error_code == ErrorCode.none and empty.partition_index == 2
+
+
+def test_a_kek_name_too_long_for_the_envelope_is_a_clear_refusal(tmp_path: Path) -> None:
+    item = make_filter(tmp_path)
+    long_name = "é" * 150  # 300 bytes in UTF-8: over the envelope's 255
+    item.kms.create(long_name)
+    from gateway.encryption.policy import Rule
+    from gateway.encryption.records import RecordsError, encrypt_records
+
+    with pytest.raises(RecordsError, match=r"1\.\.255 bytes"):
+        encrypt_records(batch(), "enc.x", Rule(long_name, False, False), item.deks)
