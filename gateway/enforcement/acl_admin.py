@@ -23,7 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..authz.engine import Authorizer
-from ..authz.model import AclFilter, AclRule, InvalidRuleError, PatternType
+from ..authz.model import WILDCARD, AclFilter, AclRule, InvalidRuleError, PatternType
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
 from ..authz.store import PolicyError
@@ -85,8 +85,12 @@ class _Scope:
     def allows(self, rule: AclRule) -> bool:
         return self.inside(rule) and self.check(rule.resource_type, rule.name, self.needed)
 
-    def shown(self, name: str) -> str:
-        return name[len(self.prefix) :]
+    def shown(self, rule: AclRule) -> tuple[str, PatternType]:
+        """The rule's pattern as the tenant sees it: PREFIXED ``<prefix>``, all of the
+        namespace, is the tenant's wildcard, LITERAL ``*``."""
+        if rule.pattern_type is PatternType.PREFIXED and rule.name == self.prefix:
+            return WILDCARD, PatternType.LITERAL
+        return rule.name[len(self.prefix) :], rule.pattern_type
 
 
 def _filter(entry: Any) -> AclFilter:
@@ -117,8 +121,8 @@ def _describe(
     acl_cls = list_item_type(resource_cls, "acls")
     grouped: dict[tuple[int, str, int], list[AclRule]] = defaultdict(list)
     for rule in rules:
-        name = rule.name if scope is None else scope.shown(rule.name)
-        grouped[(int(rule.resource_type), name, int(rule.pattern_type))].append(rule)
+        name, pattern = (rule.name, rule.pattern_type) if scope is None else scope.shown(rule)
+        grouped[(int(rule.resource_type), name, int(pattern))].append(rule)
     resources = tuple(
         resource_cls(
             resource_type=rtype,
@@ -201,6 +205,21 @@ def _exactly(rule: AclRule) -> AclFilter:
     )
 
 
+def _match(match_cls: type[Any], rule: AclRule, scope: _Scope | None) -> Any:
+    name, pattern = (rule.name, rule.pattern_type) if scope is None else scope.shown(rule)
+    return match_cls(
+        error_code=ErrorCode.none,
+        error_message=None,
+        resource_type=int(rule.resource_type),
+        resource_name=name,
+        pattern_type=int(pattern),
+        principal=rule.principal,
+        host=rule.host,
+        operation=int(rule.operation),
+        permission_type=int(rule.permission),
+    )
+
+
 def _delete(
     request: Any, rc: type[Any], authorizer: Authorizer, actor: str, scope: _Scope | None = None
 ) -> Any:
@@ -219,20 +238,7 @@ def _delete(
             continue
         for rule in removed:
             log.info("acl deleted: %s", rule, extra={"event": "acl_deleted", "principal": actor})
-        matches = tuple(
-            match_cls(
-                error_code=ErrorCode.none,
-                error_message=None,
-                resource_type=int(r.resource_type),
-                resource_name=r.name if scope is None else scope.shown(r.name),
-                pattern_type=int(r.pattern_type),
-                principal=r.principal,
-                host=r.host,
-                operation=int(r.operation),
-                permission_type=int(r.permission),
-            )
-            for r in removed
-        )
+        matches = tuple(_match(match_cls, r, scope) for r in removed)
         results.append(
             filter_cls(error_code=ErrorCode.none, error_message=None, matching_acls=matches)
         )

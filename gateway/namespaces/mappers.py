@@ -15,6 +15,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from kio.static.primitive import i8
+
 from .names import NameRefused, Namespace
 from .paths import Tree, compile_paths, message_paths, rename
 from .table import NAMED_APIS, NAMED_CONFIG_RESOURCES
@@ -23,6 +25,8 @@ __all__ = ["NameRefused", "map_request", "map_response"]
 _ZERO_ID = uuid.UUID(int=0)
 CREATE_TOPICS, DELETE_TOPICS, LIST_TRANSACTIONS = 19, 20, 66
 CONFIG_APIS = frozenset({32, 33, 44})
+WILDCARD = "*"  # Kafka's LITERAL wildcard resource name
+PATTERN_ANY, PATTERN_LITERAL, PREFIXED = 1, 3, 4  # Kafka's PatternType codes
 
 
 @cache
@@ -97,6 +101,35 @@ def _configs_response(ns: Namespace, body: Any) -> Any:
     return dataclasses.replace(body, **{field: tuple(kept)})
 
 
+def _acl_wildcard(ns: Namespace, entry: Any, name_field: str, pattern_field: str) -> Any:
+    """The tenant's wildcard ``*`` (LITERAL, or ANY with that name) is all of its
+    namespace: PREFIXED ``<prefix>`` on the cluster, shown back as ``*``
+    (``enforcement/acl_admin.py``). Other names were mapped by the table's paths."""
+    if getattr(entry, name_field) != ns.to_cluster(WILDCARD):
+        return entry
+    if int(getattr(entry, pattern_field)) not in (PATTERN_ANY, PATTERN_LITERAL):
+        return entry
+    return dataclasses.replace(entry, **{name_field: ns.prefix, pattern_field: i8(PREFIXED)})
+
+
+def _describe_acls_request(ns: Namespace, body: Any) -> Any:
+    return _acl_wildcard(ns, body, "resource_name_filter", "pattern_type_filter")
+
+
+def _create_acls_request(ns: Namespace, body: Any) -> Any:
+    creations = tuple(
+        _acl_wildcard(ns, c, "resource_name", "resource_pattern_type") for c in body.creations
+    )
+    return dataclasses.replace(body, creations=creations)
+
+
+def _delete_acls_request(ns: Namespace, body: Any) -> Any:
+    filters = tuple(
+        _acl_wildcard(ns, f, "resource_name_filter", "pattern_type_filter") for f in body.filters
+    )
+    return dataclasses.replace(body, filters=filters)
+
+
 def _list_transactions_request(ns: Namespace, body: Any) -> Any:
     pattern = getattr(body, "transactional_id_pattern", None)
     if not pattern:  # absent or empty: every id, the answer is filtered
@@ -136,6 +169,9 @@ def _topic_partitions_response(ns: Namespace, body: Any) -> Any:
 
 _REQUEST_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
     DELETE_TOPICS: _delete_topics_request,
+    29: _describe_acls_request,
+    30: _create_acls_request,
+    31: _delete_acls_request,
     32: _configs_request,
     33: _configs_request,
     44: _configs_request,

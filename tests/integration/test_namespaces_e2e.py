@@ -308,10 +308,11 @@ def test_kafka_acls_with_plain_names(stack: Stack, kafka_cluster: KafkaCluster) 
         return out
 
     listing = acls(A, "--list")
-    # the tenant's grants (PREFIXED "<tenant>.") shown as its whole namespace: name ""
-    assert "resourceType=TOPIC, name=, patternType=PREFIXED" in listing, listing
-    assert "resourceType=GROUP, name=, patternType=PREFIXED" in listing, listing
+    # the tenant's grants (PREFIXED "<tenant>.", all of its namespace): its wildcard
+    assert "resourceType=TOPIC, name=*, patternType=LITERAL" in listing, listing
+    assert "resourceType=GROUP, name=*, patternType=LITERAL" in listing, listing
     assert f"{A}." not in listing and B not in listing, listing
+    assert "name=*, patternType=LITERAL" in acls(A, "--list", "--topic", "*")
     added = acls(A, "--add", "--allow-principal", "User:partner", "--operation", "Read",
                  "--topic", "orders", "--group", "billing")  # fmt: skip
     assert f"{A}." not in added, added

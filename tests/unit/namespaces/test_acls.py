@@ -43,6 +43,7 @@ OTHERS = [  # never shown to acme, never deleted by it
     "p, User:ops, CLUSTER, LITERAL, kafka-cluster, ALTER, *, allow",
     "p, User:ops, TOPIC, LITERAL, ACME.orders, READ, *, allow",
     "p, User:ops, TOPIC, LITERAL, acme, READ, *, allow",
+    "p, User:ops, GROUP, LITERAL, acme.*, READ, *, allow",  # would read as the wildcard
 ]
 INSIDE = ["p, User:partner, TOPIC, LITERAL, acme.orders, READ, 10.0.0.1, allow"]
 ANY = 1
@@ -90,7 +91,8 @@ def described(session: Session, version: int = 3, **changes: Any) -> set[tuple[i
     return {(r.resource_type, r.resource_name, r.pattern_type) for r in response.resources}
 
 
-OWN = {(2, "", 4), (3, "", 4), (5, "", 4), (2, "orders", 3)}  # TOPIC/GROUP/TXN "" PREFIXED
+STAR = {(2, "*", 3), (3, "*", 3), (5, "*", 3)}  # PREFIXED "acme." as the tenant's wildcard
+OWN = {*STAR, (2, "orders", 3)}
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -104,15 +106,17 @@ def test_null_filter_lists_the_namespace_only(
 @pytest.mark.parametrize(
     ("name", "pattern", "expected"),
     [
-        ("", 4, {(2, "", 4), (3, "", 4), (5, "", 4)}),  # PREFIXED "": the whole namespace
-        ("orders", 2, {(2, "", 4), (3, "", 4), (5, "", 4), (2, "orders", 3)}),  # MATCH
+        ("", 4, STAR),  # PREFIXED "": the whole namespace, the tenant's wildcard
+        ("orders", 2, OWN),  # MATCH: the literal name and the wildcard
         ("orders", 3, {(2, "orders", 3)}),  # LITERAL
-        ("*", 3, set()),  # not Kafka's wildcard here: a literal "*" inside the namespace
-        ("*", 2, {(2, "", 4), (3, "", 4), (5, "", 4)}),  # MATCH: acme's prefixes only
+        ("*", 3, STAR),  # the tenant's wildcard is its namespace, never ops' "*"
+        ("*", 1, STAR),
+        ("*", 2, STAR),  # MATCH: acme's wildcard only
+        ("*", 4, set()),  # PREFIXED "*": names starting with "*" in the namespace
         ("beta.", 4, set()),  # another tenant, in its cluster-side spelling
         ("acme.orders", 1, set()),  # one's own cluster-side name is just another name
         ("../beta.", 4, set()),
-        ("ACME.orders", 2, {(2, "", 4), (3, "", 4), (5, "", 4)}),  # not ops' ACME.orders
+        ("ACME.orders", 2, STAR),  # not ops' ACME.orders
     ],
 )
 def test_filters_select_inside_the_namespace(
@@ -148,6 +152,7 @@ def test_delete_everything_deletes_inside_only(make_authorizer: MakeAuthorizer) 
         "kafka-cluster",
         "ACME.orders",
         "acme",
+        "acme.*",
     }
 
 
@@ -184,12 +189,13 @@ def test_creations_land_inside_the_namespace(make_authorizer: MakeAuthorizer) ->
             "creations": [
                 creation("billing", 3),
                 creation("beta.orders"),  # another tenant's spelling: a name of acme's
-                creation("", pattern=4),  # PREFIXED "": all of acme, nothing else
+                creation("*"),  # the tenant's wildcard: all of acme, nothing else
+                creation("", 3, 4),  # PREFIXED "": the same, for groups
                 creation("tx-", 5, 4),
             ]
         },
     )
-    assert [r.error_code for r in response.results] == [ErrorCode.none] * 4
+    assert [r.error_code for r in response.results] == [ErrorCode.none] * 5
     added = {
         (r.resource_type.name, r.name, r.pattern_type.name) for r in rules(authorizer) - before
     }
@@ -197,6 +203,7 @@ def test_creations_land_inside_the_namespace(make_authorizer: MakeAuthorizer) ->
         ("GROUP", "acme.billing", "LITERAL"),
         ("TOPIC", "acme.beta.orders", "LITERAL"),
         ("TOPIC", "acme.", "PREFIXED"),
+        ("GROUP", "acme.", "PREFIXED"),
         ("TRANSACTIONAL_ID", "acme.tx-", "PREFIXED"),
     }
     assert {(r.principal, r.host) for r in rules(authorizer) - before} == {
@@ -208,7 +215,6 @@ def test_creations_land_inside_the_namespace(make_authorizer: MakeAuthorizer) ->
 @pytest.mark.parametrize(
     ("entry", "code"),
     [
-        (creation("*"), ErrorCode.cluster_authorization_failed),  # no wildcard in a namespace
         (creation("kafka-cluster", 4), ErrorCode.invalid_request),  # acme.kafka-cluster
         (creation("acme", 7), ErrorCode.invalid_request),  # USER: not in the policy model
         (creation("t", 6), ErrorCode.cluster_authorization_failed),  # DELEGATION_TOKEN
@@ -238,14 +244,14 @@ def test_without_alter_nothing_changes(make_authorizer: MakeAuthorizer) -> None:
     assert deleted.matching_acls == ()
     assert rules(authorizer) == before
     # DESCRIBE on its topics: it sees their ACLs (and no group's: no right there)
-    assert described(session) == {(2, "", 4), (2, "orders", 3)}
+    assert described(session) == {(2, "*", 3), (2, "orders", 3)}
 
 
 def test_a_denied_describe_hides(make_authorizer: MakeAuthorizer) -> None:
     """WRITE, READ… imply DESCRIBE (Kafka); an explicit DENY hides the topics' ACLs."""
     denied = [*TENANT, "p, Role:tenant-acme, TOPIC, PREFIXED, acme., DESCRIBE, *, deny"]
     session, _ = setup(make_authorizer, denied)
-    assert described(session) == {(3, "", 4), (5, "", 4)}
+    assert described(session) == {(3, "*", 3), (5, "*", 3)}
 
 
 def test_not_offered_where_the_brokers_would_answer() -> None:
