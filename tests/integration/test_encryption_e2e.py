@@ -193,6 +193,14 @@ def test_unencrypted_topic_and_earlier_records_pass_unchanged(
     after = produce(encrypting.bootstrap, mixed, 3, "after")
     assert as_sent(consume(encrypting.bootstrap, mixed, 6)) == before + after
     assert as_sent(consume(encrypting.bootstrap, plain, 5)) == sent
+    # a value that looks like an envelope, from a tenant the policy covers: sealed like
+    # any other, and it comes back as written (not opened as if it were one)
+    forged = b"KGE\x01\x00\x05alpha\x00\x01\x28" + b"\x00" * 80
+    producer = Producer({"bootstrap.servers": encrypting.bootstrap, "acks": "all"})
+    producer.produce(mixed, value=forged, key=b"forged")
+    assert producer.flush(60) == 0
+    got = consume(encrypting.bootstrap, mixed, 7)
+    assert [(m.key(), m.value()) for m in got[6:]] == [(b"forged", forged)], got[6:]
 
 
 def test_transactional_producer_and_read_committed(
