@@ -349,6 +349,9 @@ def inject(
                 attack(p)
         injector.spraying()
         evasive.distributed_spraying(injector)
-        model = rng.choice([p for p in scenario.principals if p.name not in exclude] or pool)
+        # a small scenario may have no principal left outside the traps: any will do
+        # as the model a newcomer copies
+        spare = [p for p in scenario.principals if p.name not in exclude]
+        model = rng.choice(spare or scenario.principals)
         evasive.new_principal_probing(injector, model)
     return injector.labels

@@ -101,3 +101,12 @@ def test_bulk_renaming_keeps_networks_apart() -> None:
     assert rename_principal("User:a", 3) == "User:a-r3"
     assert rename_host("10.4.12.7", 0) == "10.4.12.7"
     assert rename_host("10.4.12.7", 26) == "fd00:1a:4:12::7"
+
+
+def test_a_small_scenario_whose_traps_take_every_principal_still_simulates() -> None:
+    """Two tenants of three principals: the benign traps and the attacks use up every
+    principal, and the newcomer that probes still finds a principal to copy."""
+    options = SimulationOptions(tenants=2, principals=3, hours=48, attacks=1)
+    _, records, labels = simulate(options)
+    assert records
+    assert kinds.NEW_PRINCIPAL_PROBING in {label.detector for label in labels}
