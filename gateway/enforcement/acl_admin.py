@@ -8,7 +8,9 @@ DescribeAcls needs DESCRIBE on the cluster, CreateAcls and DeleteAcls ALTER.
 the cluster's already (the namespace filter) and the answer is confined to rules
 inside the namespace — TOPIC, GROUP and TRANSACTIONAL_ID patterns starting with the
 prefix — shown without it. Such a rule is judged on its own resource instead of the
-cluster: DESCRIBE on it to see it, ALTER on it to create or delete it. A null or
+cluster: DESCRIBE on it to see it, ALTER on it to create or delete it. A tenant
+creates and deletes ALLOW rules only: DENY rules are the operators' (security admins'
+restrictions on the tenant), which it sees but can neither delete nor add. A null or
 MATCH filter selects inside the namespace only; nothing cluster-wide or another
 tenant's is ever shown, created or deleted.
 """
@@ -23,7 +25,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ..authz.engine import Authorizer
-from ..authz.model import WILDCARD, AclFilter, AclRule, InvalidRuleError, PatternType
+from ..authz.model import (
+    WILDCARD,
+    AclFilter,
+    AclRule,
+    InvalidRuleError,
+    PatternType,
+    Permission,
+)
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
 from ..authz.store import PolicyError
@@ -37,6 +46,7 @@ ACL_APIS = frozenset({DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS})
 CLUSTER_DENIED_MESSAGE = "Cluster authorization failed."  # Kafka's text for error 31
 SCOPED_TYPES = frozenset({R.TOPIC, R.GROUP, R.TRANSACTIONAL_ID})  # a namespace's kinds
 OUTSIDE_MESSAGE = "only ACLs on the tenant's own topics, groups and transactional ids"
+DENY_MESSAGE = "DENY rules on a tenant's resources are set by the operators"
 
 
 def handle(
@@ -83,6 +93,8 @@ class _Scope:
         return not (rule.pattern_type is PatternType.LITERAL and rule.name == self.prefix + "*")
 
     def allows(self, rule: AclRule) -> bool:
+        if self.needed is Op.ALTER and rule.permission is not Permission.ALLOW:
+            return False  # DENY rules are the operators': never created or deleted here
         return self.inside(rule) and self.check(rule.resource_type, rule.name, self.needed)
 
     def shown(self, rule: AclRule) -> tuple[str, PatternType]:
@@ -175,6 +187,8 @@ def _create(
 
 
 def _refusal(rule: AclRule, scope: _Scope) -> str:
+    if scope.needed is Op.ALTER and rule.permission is not Permission.ALLOW:
+        return DENY_MESSAGE
     if scope.inside(rule):
         return f"not authorized to {scope.needed.name} {rule.resource_type.name} ACLs there"
     return OUTSIDE_MESSAGE

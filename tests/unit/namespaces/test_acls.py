@@ -265,25 +265,34 @@ def test_not_offered_where_the_brokers_would_answer() -> None:
     assert NamespaceFilter(directory, acls_local=True).advertise(context, 29, spec) == spec
 
 
-def test_an_operators_denial_is_pinned_by_denying_alter(make_authorizer: MakeAuthorizer) -> None:
-    """A tenant with ALL on its namespace may delete ACLs there, DENY rules included;
-    an operator keeps a denial in place with a DENY ALTER on the same resource."""
-    pinned = [
-        *TENANT,
-        "p, Role:tenant-acme, TOPIC, LITERAL, acme.audit, DELETE, *, deny",
-        "p, Role:tenant-acme, TOPIC, LITERAL, acme.audit, ALTER, *, deny",
-    ]
-    session, authorizer = setup(make_authorizer, pinned)
-    flt = {**ALL_FILTER, "resource_name_filter": "audit", "pattern_type_filter": 3}
-    (result,) = call(session, 31, 3, {"filters": [flt]}).filter_results
-    assert result.matching_acls == ()
-    assert {r.operation.name for r in rules(authorizer) if r.name == "acme.audit"} == {
-        "DELETE",
-        "ALTER",
-    }
+def test_an_operators_denial_stays_whatever_the_tenant_deletes(
+    make_authorizer: MakeAuthorizer,
+) -> None:
+    """A tenant with ALL on its namespace deletes ALLOW rules there, never the DENY rules
+    an operator put on its resources: it sees them, they stay."""
+    denied = [*TENANT, "p, Role:tenant-acme, TOPIC, LITERAL, acme.audit, DELETE, *, deny"]
+    session, authorizer = setup(make_authorizer, denied)
     assert described(session, resource_name_filter="audit", pattern_type_filter=3) == {
         (2, "audit", 3)
     }
+    audit = {**ALL_FILTER, "resource_name_filter": "audit", "pattern_type_filter": 3}
+    # the filters aimed at the denial first, while the tenant still holds ALTER
+    for flt in (audit, {**ALL_FILTER, "permission_type": 2}, ALL_FILTER):
+        (result,) = call(session, 31, 3, {"filters": [flt]}).filter_results
+        assert all(m.permission_type == 3 for m in result.matching_acls)  # ALLOW only
+        left = [r.operation.name for r in rules(authorizer) if r.name == "acme.audit"]
+        assert left == ["DELETE"]
+    assert not [r for r in rules(authorizer) if r.name == "acme."]  # its own grants went
+
+
+def test_a_tenant_adds_no_deny_rule(make_authorizer: MakeAuthorizer) -> None:
+    """Adding DENY rules is the operators' too: refused with error 31 and the reason."""
+    session, authorizer = setup(make_authorizer)
+    before = rules(authorizer)
+    (result,) = call(session, 30, 3, {"creations": [creation("orders", permission_type=2)]}).results
+    assert result.error_code == ErrorCode.cluster_authorization_failed
+    assert "operators" in (result.error_message or "")
+    assert rules(authorizer) == before
 
 
 @pytest.mark.parametrize("authorization", [True, False])
