@@ -334,3 +334,37 @@ def test_kafka_acls_with_plain_names(stack: Stack, kafka_cluster: KafkaCluster) 
          "--topic", "orders", "--group", "billing")  # fmt: skip
     assert "User:partner" not in policy.read_text()
     assert "User:partner" not in acls(A, "--list")
+
+
+def test_a_hostile_tenant_reaches_nothing_of_another_by_any_spelling(
+    stack: Stack, kafka_cluster: KafkaCluster
+) -> None:
+    """Tenant B names tenant A's topic and group every way it can think of — A's
+    cluster-side name, other case, a leading dot, a regex — and gets only names inside
+    its own namespace: never A's records, offsets or groups."""
+    a, b = stack.confluent(A), stack.confluent(B)
+    create_topic(a, "vault", 1)
+    producer = Producer({**a, "acks": "all"})
+    producer.produce("vault", value=b"secret-of-a")
+    assert producer.flush(30) == 0
+    assert consume(a, ["vault"], "keeper", 1) == [b"secret-of-a"]  # A's group commits
+    spellings = [f"{A}.vault", f"{A.upper()}.vault", f".{A}.vault", f"{A}.vault."]
+    consumer = Consumer({**b, "group.id": f"{A}.keeper", "auto.offset.reset": "earliest"})
+    consumer.subscribe([*spellings, f"^{A}\\..*", "^.*vault.*"])
+    deadline, seen = time.monotonic() + 20, []
+    while time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    assert b"secret-of-a" not in seen
+    assert not any(A in name for name in listed(b))
+    admin = AdminClient(b)
+    groups = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert not any(name.startswith(A) or name == "keeper" for name in groups)
+    described = admin.describe_consumer_groups(["keeper"])["keeper"].result(30)
+    assert not described.members  # "keeper" is a name inside B's namespace: empty
+    on_cluster = cluster_topics(kafka_cluster)
+    assert f"{A}.vault" in on_cluster  # A's topic is there, and untouched
+    assert not any(name.startswith(f"{A}.") and name != f"{A}.vault" and "vault" in name
+                   for name in on_cluster)  # fmt: skip
