@@ -1,23 +1,31 @@
 """``kgw analyze --follow``: the batch detectors, near real time, on the access-log topic.
 
 Spark Structured Streaming reads the topic the gateway writes (``accesslog.topic``)
-with Spark's Kafka source (:mod:`.kafka_source`) and, every ``trigger_s`` seconds,
-hands the new records to :func:`on_batch` (``foreachBatch``):
+with Spark's Kafka source (:mod:`.kafka_source`), parsing only the fields the rollups
+use, and, every ``trigger_s`` seconds, hands the new records to :func:`on_batch`
+(``foreachBatch``), which works incrementally:
 
-1. the micro-batch's records are written as Parquet, with their flags, to
-   ``<checkpoint>/records/batch=<id>/`` (overwritten if Spark replays the batch after a
-   crash, so a replay never doubles a record); batches older than ``retain_hours`` are
-   dropped — they are the state the detectors need (the baselines' history, the
-   bursts in progress);
-2. the batch job's own entry point (:func:`.job.analyze`) runs on the retained records,
-   so the findings and their evidence are exactly the batch job's;
-3. findings whose id (:attr:`.findings.Finding.id`: detector, entity, start) was
+1. the batch job's three rollups (:mod:`.rollups`: per principal, tenant, hour and
+   address; per principal, hour and topic; the failed logins, throttled and
+   administrative requests) are made of the micro-batch alone, in Spark, once parsed
+   and cached;
+2. they are merged into the rollups of every earlier micro-batch (:mod:`.state`: sums,
+   minimums, maximums, a bitwise or), and the hours older than ``retain_hours`` before
+   the newest record are forgotten;
+3. the batch job's detectors (:func:`.job.detect`) run on the merged rollups: the same
+   rows the batch job would make from all the retained records, so the same findings
+   with the same evidence;
+4. findings whose id (:attr:`.findings.Finding.id`: detector, entity, start) was
    emitted before are dropped; the new ones are appended to ``<out>/findings.jsonl``,
    their ids to ``<checkpoint>/emitted.jsonl``, then sent to the alert receivers
-   (:mod:`.alerts`) and, when configured, to the response policy (:mod:`.respond`).
+   (:mod:`.alerts`) and, when configured, to the response policy (:mod:`.respond`);
+5. the merged rollups are saved as ``<checkpoint>/state/batch=<id>/``.
 
-Spark's own checkpoint (``<checkpoint>/spark``) holds the topic offsets; with the
-emitted ids beside it, a restart neither skips records nor repeats a finding.
+Spark's own checkpoint (``<checkpoint>/spark``) holds the topic offsets, and commits a
+micro-batch only once :func:`on_batch` has returned. A micro-batch replayed after a
+crash is merged into the state saved before it (never twice into its own), and the
+emitted ids drop what was already sent: a restart neither skips records nor repeats a
+finding.
 """
 
 from __future__ import annotations
@@ -33,14 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import alerts, flags
+from . import alerts, rollups, state
 from .findings import Finding
-from .job import AnalyzeOptions, analyze
-from .load import LogInputError, ddl
-from .records import FIELDS, parse_rfc3339, rfc3339_ms
+from .job import AnalyzeOptions, detect
+from .load import TYPES, LogInputError, read_logs
+from .records import parse_rfc3339, rfc3339_ms
 from .respond import Responder
 from .settings import FollowConfig, load_policy
 from .spark import Progress
+from .state import Rollups
 
 log = logging.getLogger(__name__)
 HOUR = 3600
@@ -62,12 +71,13 @@ def kafka_frame(spark: Any, config: FollowConfig) -> Any:
         reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
     for key, value in source.kafka_options.items():
         reader = reader.option(f"kafka.{key}", value)
+    schema = ", ".join(f"`{name}` {TYPES.get(name, 'string')}" for name in rollups.USED)
     parsed = reader.load().select(
-        F.from_json(F.col("value").cast("string"), ddl(), {"mode": "PERMISSIVE"}).alias("r")
+        F.from_json(F.col("value").cast("string"), schema, {"mode": "PERMISSIVE"}).alias("r")
     )
     columns = [
         F.try_to_timestamp(F.col("r.ts")).alias("ts") if name == "ts" else F.col(f"r.{name}")
-        for name in FIELDS
+        for name in rollups.USED
     ]
     return parsed.select(*columns)
 
@@ -121,8 +131,8 @@ class Follower:
         self.spark = spark
         self.config = config
         self.quiet = quiet
-        self.records = config.checkpoint_dir / "records"
-        self.records.mkdir(parents=True, exist_ok=True)
+        self.state_dir = config.checkpoint_dir / "state"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         config.out.mkdir(parents=True, exist_ok=True)
         self.findings_path = config.out / "findings.jsonl"
         self.emitted = Emitted(config.checkpoint_dir / "emitted.jsonl")
@@ -134,6 +144,12 @@ class Follower:
                 load_policy(config.response.policy_file),
                 config.checkpoint_dir / "response-state.json",
             )
+        self.state: Rollups | None = None
+        self.state_id = -1
+        loaded = state.load(self.state_dir, before=1 << 62) or self._migrate()
+        if loaded is not None:
+            self.state_id, self.state = loaded
+        self.findings: list[Finding] = []  # those of the last micro-batch, new or not
         self.batches = 0
         self.lock = threading.Lock()
 
@@ -151,43 +167,82 @@ class Follower:
                 self._append(self.config.out / "response.jsonl", report)
 
     def _batch(self, frame: Any, batch_id: int) -> None:
+        from pyspark import StorageLevel
+
         began = time.monotonic()
-        target = self.records / f"batch={batch_id}"
-        # One pass over the batch: written as it is read from Kafka, counted from the
-        # files' footers; a batch without records leaves no directory.
-        frame.where(flags.is_record()).select(
-            *FIELDS, flags.expression().alias(flags.COLUMN)
-        ).write.mode("overwrite").parquet(str(target))
-        count = _rows(target)
-        if count == 0:
-            shutil.rmtree(target, ignore_errors=True)
-        self._prune(time.time())
-        findings = self._detect() if any(self.records.glob("batch=*/*.parquet")) else []
-        new = self.emitted.fresh(findings)
+        # Parsed once (the cache filled before the passes start together, or each would
+        # read and parse the micro-batch), then the batch job's three passes on it.
+        prepared = rollups.prepare(frame, False).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            lines = prepared.count()
+            batch = state.collect(self.spark, prepared) if lines else None
+        finally:
+            prepared.unpersist()
+        if batch is None:
+            return
+        count = int(sum(batch.groups.column("records").to_pylist()))
+        rolled = time.monotonic() - began
+        if self.state_id < batch_id:
+            base = self.state
+        else:  # a micro-batch replayed in this process: merged into the state before it
+            before = state.load(self.state_dir, before=batch_id)
+            base = None if before is None else before[1]
+        merged = state.merge(base, batch)
+        end = state.data_end(merged)
+        horizon = int(end - self.config.retain_hours * HOUR) if end is not None else None
+        if horizon is not None:
+            merged = state.prune(merged, horizon)
+        self.findings = self._detect(merged)
+        new = self.emitted.fresh(self.findings)
         now = time.time()
         if new:
             self._emit(new, batch_id, now)
         if self.responder is not None:
             for report in self.responder.respond(new, now):
                 self._append(self.config.out / "response.jsonl", report)
+        state.save(merged, self.state_dir, batch_id)
+        self.state, self.state_id = merged, batch_id
+        if horizon is not None:
+            self.emitted.forget_before(horizon)
         self.batches += 1
         self._say(
-            f"batch {batch_id}: {count} records, {len(findings)} findings, {len(new)} new, "
-            f"{time.monotonic() - began:.1f}s"
+            f"batch {batch_id}: {count} records, {len(self.findings)} findings, {len(new)} new, "
+            f"{time.monotonic() - began:.1f}s (rollups {rolled:.1f}s, "
+            f"state {sum(t.num_rows for t in merged.tables().values())} rows)"
         )
 
-    def _detect(self) -> list[Finding]:
+    def _detect(self, merged: Rollups) -> list[Finding]:
         options = AnalyzeOptions(
-            logs=(str(self.records),),
+            logs=(f"{self.config.source.topic} (followed)",),
             out=self.config.out,
-            fmt="parquet",
             detect_hours=self.config.detect_hours,
             report=False,
         )
         try:
-            return analyze(self.spark, options, Progress("follow", 8, quiet=True)).findings
-        except LogInputError:
+            return detect(
+                lambda: rollups.single_rows(merged.singles),
+                lambda: merged.groups,
+                lambda: merged.topics,
+                options,
+                Progress("follow", 4, quiet=True),
+            ).findings
+        except LogInputError:  # only unreadable lines so far
             return []
+
+    def _migrate(self) -> tuple[int, Rollups] | None:
+        """A checkpoint of the earlier layout (the retained records, ``records/batch=<id>/``):
+        rolled up once into the state of its last micro-batch."""
+        old = self.config.checkpoint_dir / "records"
+        batches = [p for p in old.glob("batch=*") if any(p.glob("*.parquet"))]
+        ids = [int(p.name.split("=", 1)[1]) for p in batches]
+        if not ids:
+            return None
+        frame = read_logs(self.spark, [str(old)], "parquet")
+        rolled = state.collect(self.spark, rollups.prepare(frame))
+        state.save(rolled, self.state_dir, max(ids))
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("analytics.follow_state_migrated", extra={"batches": len(ids)})
+        return max(ids), rolled
 
     def _emit(self, new: list[Finding], batch_id: int, now: float) -> None:
         with self.findings_path.open("a", encoding="utf-8") as fh:
@@ -212,13 +267,6 @@ class Follower:
                  "findings": [f.id for f in new]},
             )  # fmt: skip
 
-    def _prune(self, now: float) -> None:
-        horizon = now - self.config.retain_hours * HOUR
-        for batch in self.records.glob("batch=*"):
-            if batch.stat().st_mtime < horizon:
-                shutil.rmtree(batch, ignore_errors=True)
-        self.emitted.forget_before(horizon)
-
     def _append(self, path: Path, item: dict[str, Any]) -> None:
         with path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(item, default=str) + "\n")
@@ -227,13 +275,6 @@ class Follower:
         log.info("analytics.follow_batch", extra={"detail": message})
         if not self.quiet:
             print(f"[follow] {message}", flush=True)
-
-
-def _rows(directory: Path) -> int:
-    """Records in a batch's Parquet files, from their footers."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in directory.glob("*.parquet"))
 
 
 def follow(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,7 +80,6 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     run in Spark's first scheduler pool, the per-topic pass in the later one, so Python
     runs the detectors on the first two results while Spark still works on the third.
     """
-    t = options.thresholds
     progress.stage(f"reading {', '.join(options.logs)} ({options.fmt})")
     fmt = detect_format(options.logs) if options.fmt == "auto" else options.fmt
     stored = flags.stored_in(options.logs) if fmt == "parquet" else False
@@ -92,63 +92,103 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
             in_pool(spark, FIRST, rollups.principal_hours(prepared).toArrow)
         )
         pending_topics = pool.submit(in_pool(spark, LATER, rollups.topic_hours(events).toArrow))
-
-        progress.stage("failed logins and throttling: bursts, spraying, storms")
-        singles = pending_singles.result()
-        findings = run.auth_stage(singles, t)
-        progress.say(f"{len(singles):,} failed logins, throttled and administrative requests")
-
-        progress.stage("rolling up per principal and hour")
-        groups = pending_groups.result()
-        total, records, data_start, data_end = rollups.bounds(groups)
-        if not records or data_start is None or data_end is None:
+        try:
+            found = detect(
+                pending_singles.result,
+                pending_groups.result,
+                pending_topics.result,
+                options,
+                progress,
+            )
+        except LogInputError:
             spark.sparkContext.cancelAllJobs()  # the topics pass: nothing to wait for
+            raise
+        finally:
             prepared.unpersist()
-            raise LogInputError(f"no access-log records in {', '.join(options.logs)}")
-        skipped = total - records
-        # The detection window starts on the hour: the last ``detect_hours``, rounded up.
-        detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
-        detect_from = max(detect_from, data_start)
-        progress.say(
-            f"{records:,} records from {rfc3339_ms(data_start * 1000)} to "
-            f"{rfc3339_ms(data_end * 1000)}; findings from {rfc3339_ms(detect_from * 1000)}"
-            + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
-        )
-        hours = rollups.hour_rows(groups)
-        progress.say(f"{len(hours):,} principal-hours")
-
-        progress.stage("spikes, sustained volume, unusual hours, networks, patient guessing")
-        more, context = run.hourly_stage(
-            singles, hours, rollups.host_rows(groups, detect_from), detect_from, data_end, t
-        )
-        findings += more
-
-        progress.stage("probing, first access to a topic, newcomers, destructive admin")
-        topics = pending_topics.result()
-        findings += run.topic_stage(
-            context,
-            rollups.denied_topics(topics),
-            rollups.new_topic_rows(topics, detect_from),
-            rollups.topic_users(topics),
-            t,
-        )
-    findings = rank(findings)
-    progress.say(f"{len(findings)} findings")
-    prepared.unpersist()
 
     progress.stage("timelines for the report")
-    lines = timelines(hours, singles, findings, options.timelines)
+    lines = timelines(found.hours, found.singles, found.findings, options.timelines)
     return AnalysisResult(
-        findings,
-        records,
-        skipped,
-        data_start,
-        data_end,
-        detect_from,
+        found.findings,
+        found.records,
+        found.skipped,
+        found.data_start,
+        found.data_end,
+        found.detect_from,
         time.monotonic() - progress.began,
         dict(progress.timings),
         lines,
     )
+
+
+@dataclass(slots=True)
+class Detected:
+    """The findings of the detectors on the rollups, with the bounds of the data."""
+
+    findings: list[Finding]
+    records: int
+    skipped: int
+    data_start: int
+    data_end: int
+    detect_from: int
+    hours: list[HourRow]
+    singles: list[Single]
+
+
+def detect(
+    get_singles: Callable[[], list[Single]],
+    get_groups: Callable[[], Any],
+    get_topics: Callable[[], Any],
+    options: AnalyzeOptions,
+    progress: Progress,
+) -> Detected:
+    """Every detector on the three rollups (:mod:`.rollups`), each asked for when the
+    stage that needs it starts: the batch job passes the futures of its Spark passes,
+    so the detectors run on the first results while Spark still works on the last;
+    ``--follow`` passes the rollups it merged (:mod:`.state`). Same rows, same
+    findings, same evidence."""
+    t = options.thresholds
+    where = ", ".join(options.logs)
+    progress.stage("failed logins and throttling: bursts, spraying, storms")
+    singles = get_singles()
+    findings = run.auth_stage(singles, t)
+    progress.say(f"{len(singles):,} failed logins, throttled and administrative requests")
+
+    progress.stage("rolling up per principal and hour")
+    groups = get_groups()
+    total, records, data_start, data_end = rollups.bounds(groups)
+    if not records or data_start is None or data_end is None:
+        raise LogInputError(f"no access-log records in {where}")
+    skipped = total - records
+    # The detection window starts on the hour: the last ``detect_hours``, rounded up.
+    detect_from = -(-int(data_end - options.detect_hours * HOUR) // HOUR) * HOUR
+    detect_from = max(detect_from, data_start)
+    progress.say(
+        f"{records:,} records from {rfc3339_ms(data_start * 1000)} to "
+        f"{rfc3339_ms(data_end * 1000)}; findings from {rfc3339_ms(detect_from * 1000)}"
+        + (f"; {skipped:,} unreadable lines skipped" if skipped else "")
+    )
+    hours = rollups.hour_rows(groups)
+    progress.say(f"{len(hours):,} principal-hours")
+
+    progress.stage("spikes, sustained volume, unusual hours, networks, patient guessing")
+    more, context = run.hourly_stage(
+        singles, hours, rollups.host_rows(groups, detect_from), detect_from, data_end, t
+    )
+    findings += more
+
+    progress.stage("probing, first access to a topic, newcomers, destructive admin")
+    topics = get_topics()
+    findings += run.topic_stage(
+        context,
+        rollups.denied_topics(topics),
+        rollups.new_topic_rows(topics, detect_from),
+        rollups.topic_users(topics),
+        t,
+    )
+    findings = rank(findings)
+    progress.say(f"{len(findings)} findings")
+    return Detected(findings, records, skipped, data_start, data_end, detect_from, hours, singles)
 
 
 def timelines(

@@ -111,10 +111,10 @@ def ensure_source(cache_dir: Path | None = None) -> list[Path]:
     Hadoop client or compression codec on the class path)."""
     spark_version, scala = spark_coordinates()
     tried = candidates(spark_version)
-    directory = None
+    directory, used = None, spark_version
     for version in tried:
         if is_complete(jars_dir(version, scala, cache_dir), version, scala):
-            directory = jars_dir(version, scala, cache_dir)
+            directory, used = jars_dir(version, scala, cache_dir), version
             break
     errors: list[str] = []
     for version in tried if directory is None else ():
@@ -129,19 +129,43 @@ def ensure_source(cache_dir: Path | None = None) -> list[Path]:
             if "not on PATH" in str(exc):
                 break
             continue
-        directory = where
-        if version != spark_version:
-            log.warning(
-                "analytics.kafka_source_version",
-                extra={"spark": spark_version, "source": version},
-            )
+        directory, used = where, version
         break
     if directory is None:
         raise SourceUnavailable("\n".join(errors))
+    if used != spark_version:
+        # Every start says so, not only the one that fetched it.
+        log.warning(
+            "analytics.kafka_source_version",
+            extra={
+                "spark": spark_version,
+                "source": used,
+                "detail": f"{artifact(scala)} {spark_version} is not on Maven Central; "
+                f"using {used}, the newest earlier release it has "
+                "(KGW_SPARK_KAFKA_VERSION pins a version)",
+            },
+        )
     import pyspark
 
     shipped = {_stem(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     return sorted(j for j in directory.glob("*.jar") if _stem(j.name) not in shipped)
+
+
+def source_note(jars: list[Path]) -> str | None:
+    """A line saying which Kafka source :func:`ensure_source` gave, when it is not at
+    the installed PySpark's version (None when it is)."""
+    spark_version, scala = spark_coordinates()
+    prefix = f"{artifact(scala)}-"
+    for jar in jars:
+        if jar.name.startswith(prefix) and jar.name.endswith(".jar"):
+            used = jar.name[len(prefix) : -len(".jar")]
+            if used != spark_version:
+                return (
+                    f"Spark's Kafka source {used} with PySpark {spark_version}: "
+                    f"{artifact(scala)} {spark_version} is not on Maven Central "
+                    "(KGW_SPARK_KAFKA_VERSION pins a version)"
+                )
+    return None
 
 
 def _fetch(directory: Path, version: str, scala: str) -> None:

@@ -29,6 +29,27 @@ from .detect.newcomers import ADMIN_APIS
 from .detect.rows import HOUR, HostRow, HourRow, Single, TopicRow
 from .flags import Flag, has
 
+# The record fields :func:`prepare` reads (with the flags' own, :func:`.flags.expression`):
+# a reader that parses only these (``--follow``'s) gives it all it needs.
+USED = (
+    "ts",
+    "type",
+    "event",
+    "outcome",
+    "decision",
+    "api",
+    "throttle_ms",
+    "principal",
+    "claimed",
+    "sasl_mechanism",
+    "tenant",
+    "client_host",
+    "topics",
+    "groups",
+    "bytes_in",
+    "bytes_out",
+)
+
 
 def prepare(frame: Any, flags_stored: bool | None = None) -> Any:
     """The columns the rollups use: the record's ``flags`` (:mod:`.flags`; see
@@ -187,13 +208,14 @@ def denied_topics(topics: Any) -> dict[tuple[str, int], tuple[str, ...]]:
     return {key: tuple(names) for key, names in names_of.items()}
 
 
-def singles(events: Any) -> list[Single]:
-    """Failed logins, throttled requests and administrative requests, one row each."""
+def singles_frame(events: Any) -> Any:
+    """Failed logins, throttled and administrative requests, one row each (a Spark frame;
+    :func:`single_rows` turns its Arrow table into the detectors' rows)."""
     from pyspark.sql import functions as F
 
     failure = has(Flag.AUTH_FAILURE)
     admin = has(Flag.OTHER_API) & F.col("api").isin(*ADMIN_APIS)
-    frame = events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED) | admin).select(
+    return events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED) | admin).select(
         "ts_s",
         F.when(failure, "auth_failure").when(admin, "admin").otherwise("throttled").alias("kind"),
         F.when(failure, F.coalesce("claimed_login", "principal"))
@@ -206,13 +228,26 @@ def singles(events: Any) -> list[Single]:
         F.when(admin, F.concat("topics", "groups")).alias("targets"),
         F.when(admin, has(Flag.ALLOWED)).otherwise(F.lit(True)).alias("allowed"),
     )
-    table = frame.toArrow()
+
+
+SINGLE_ORDER = ("ts_s", "kind", "principal", "tenant", "client_host", "throttle_ms", "api")
+
+
+def single_rows(table: Any) -> list[Single]:
+    """The rows of :func:`singles_frame`'s Arrow table, in one order whatever order Spark
+    (or the micro-batches of ``--follow``) delivered them in."""
+    table = table.sort_by([(name, "ascending") for name in SINGLE_ORDER])
     return [
         Single(ts, kind, who, tenant, host, ms, api, tuple(targets or ()), bool(allowed))
         for ts, kind, who, tenant, host, ms, api, targets, allowed in zip(
             *(column.to_pylist() for column in table.columns), strict=True
         )
     ]
+
+
+def singles(events: Any) -> list[Single]:
+    """Failed logins, throttled and administrative requests, one row each."""
+    return single_rows(singles_frame(events).toArrow())
 
 
 def topic_users(topics: Any) -> dict[str, dict[str, int]]:

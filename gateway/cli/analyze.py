@@ -74,7 +74,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_follow(args: argparse.Namespace) -> int:
     """``kgw analyze --follow --follow-config FILE``: the detectors on the access-log topic."""
     from ..analytics.follow import follow
-    from ..analytics.kafka_source import SourceUnavailable, ensure_source
+    from ..analytics.kafka_source import SourceUnavailable, ensure_source, source_note
     from ..analytics.settings import SettingsError, load_follow
     from ..analytics.spark import session, stop
 
@@ -85,6 +85,9 @@ def cmd_follow(args: argparse.Namespace) -> int:
         jars = ensure_source()
     except (SettingsError, SourceUnavailable) as exc:
         raise _Usage(str(exc)) from None
+    note = source_note(jars)
+    if note:
+        print(f"kgw analyze --follow: {note}", file=sys.stderr, flush=True)
     conf = {"spark.jars": ",".join(str(j) for j in jars)}
     spark = session(args.master, "kgw-follow", args.driver_memory, conf=conf)
     try:

@@ -11,7 +11,7 @@ from gateway.analytics import kinds
 from gateway.analytics.alerts import alertmanager_payload, webhook_payload
 from gateway.analytics.findings import Finding
 from gateway.analytics.follow import Emitted
-from gateway.analytics.kafka_source import _stem, candidates
+from gateway.analytics.kafka_source import _stem, candidates, source_note, spark_coordinates
 from gateway.analytics.settings import SettingsError, load_follow, load_policy
 
 F = Finding(
@@ -98,3 +98,11 @@ def test_source_versions_and_jar_names() -> None:
     assert _stem("kafka-clients-3.9.2.jar") == "kafka-clients"
     assert _stem("spark-sql-kafka-0-10_2.13-4.2.0.jar") == "spark-sql-kafka-0-10_2.13"
     assert _stem("commons-pool2-2.13.1.jar") == "commons-pool2"
+
+
+def test_a_source_at_another_version_than_pyspark_is_said() -> None:
+    version, scala = spark_coordinates()
+    assert source_note([Path(f"spark-sql-kafka-0-10_{scala}-{version}.jar")]) is None
+    older = [Path("kafka-clients-3.9.2.jar"), Path(f"spark-sql-kafka-0-10_{scala}-3.9.9.jar")]
+    note = source_note(older)
+    assert note is not None and "3.9.9" in note and f"{version} is not on Maven Central" in note
