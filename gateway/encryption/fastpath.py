@@ -244,27 +244,33 @@ def open_batch(head: Head, decryptor: Callable[[KeyRef], AESGCM], topic: bytes) 
     takes the general path."""
     body = head.body
     known: dict[bytes, tuple[AESGCM, int]] = {}  # envelope header up to the IV -> DEK
+    # the last envelope header (up to the IV) seen, its DEK and its length
+    prefix, aead, iv_at = b"\x00", AESGCM(bytes(32)), 0
     opened = 0
 
     def open_(start: int, end: int) -> bytes | None:
-        nonlocal opened
-        if end - start < 5 or body[start : start + 3] != MAGIC:
+        nonlocal opened, prefix, aead, iv_at
+        if end - start < 5 or not body.startswith(MAGIC, start):
             return None
-        value = body[start:end]
-        iv_at = _iv_at(value)
-        key = value[:iv_at]
-        found = known.get(key)
-        if found is None:
-            ref, flags, _ = envelope.key_ref(value)
-            if flags:
-                raise _HasFlags
-            found = (decryptor(ref), iv_at)
-            known[key] = found
-        aead, iv_at = found
-        cut = iv_at + IV_SIZE
+        if not body.startswith(prefix, start):
+            value = body[start:end]
+            iv_at = _iv_at(value)
+            prefix = value[:iv_at]
+            found = known.get(prefix)
+            if found is None:
+                ref, flags, _ = envelope.key_ref(value)
+                if flags:
+                    raise _HasFlags
+                found = (decryptor(ref), iv_at)
+                known[prefix] = found
+            aead, iv_at = found
+        at = start + iv_at
+        cut = at + IV_SIZE
+        if end - cut < TAG_SIZE:
+            raise EnvelopeError("envelope truncated")
         opened += 1
         try:
-            return aead.decrypt(value[iv_at:cut], value[cut:], value[:cut] + topic)
+            return aead.decrypt(body[at:cut], body[cut:end], body[start:cut] + topic)
         except InvalidTag:
             raise EnvelopeError("authentication tag mismatch (corrupt, or another key)") from None
 
