@@ -9,6 +9,7 @@ that needs any comes back as a ``Deferred`` for the network layer to run.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..enforcement.toolkit import chain
@@ -17,6 +18,8 @@ from . import client_quotas_api, licence_apis
 from .kafka_messages import CLIENT_QUOTA_APIS, DESCRIBE_CLIENT_QUOTAS
 from .licence_apis import LICENCE_APIS, Licence, Note, TopicSource
 from .model import Plan, QuotaKind, Subject
+
+METADATA = 3  # its auto-creation is turned off for licensed tenants (_no_auto_creation)
 
 if TYPE_CHECKING:
     from ..identity import ClientIdentity
@@ -27,7 +30,7 @@ class QuotaAdmin:
     """Binds the quota engine and the cluster's topic list to one connection's identity."""
 
     __slots__ = ("engine", "identity", "note", "topics")
-    api_keys = CLIENT_QUOTA_APIS | LICENCE_APIS
+    api_keys = CLIENT_QUOTA_APIS | LICENCE_APIS | {METADATA}
 
     def __init__(
         self,
@@ -52,6 +55,8 @@ class QuotaAdmin:
         if context is None:
             return verdict
         base = verdict.forward if verdict.rewritten else request
+        if key == METADATA:
+            return _no_auto_creation(verdict, base)
         return chain(verdict, licence_apis.decide(key, base, rc, context, self.topics, self.note))
 
     def licence(self) -> Licence | None:
@@ -77,6 +82,17 @@ class QuotaAdmin:
             charge_mutations=charge,
             principal=identity.principal,
         )
+
+
+def _no_auto_creation(verdict: Verdict, base: Any) -> Verdict:
+    """A licensed tenant's Metadata (v4+) never asks the brokers to auto-create topics:
+    they would be created uncounted, with the brokers' default partitions and
+    retention. Its clients create topics with CreateTopics, where the plan counts them.
+    (v0-3 carry no such flag: auto-creation there is the brokers' setting alone.)"""
+    if not getattr(base, "allow_auto_topic_creation", False):
+        return verdict
+    forward = dataclasses.replace(base, allow_auto_topic_creation=False)
+    return dataclasses.replace(verdict, forward=forward, rewritten=True)
 
 
 def _licensing(plan: Plan) -> bool:
