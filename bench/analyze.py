@@ -1,6 +1,6 @@
 """``kgw analyze`` on 10 million simulated records from Parquet, in local mode.
 
-``python -m bench.analyze [--records N] [--master local[2]] [--runs 5] [--reuse DIR]``
+``python -m bench.analyze [--quick] [--records N] [--master local[2]] [--runs 5] [--reuse DIR]``
 writes the records with ``kgw simulate --records N`` (bulk mode: Spark replicates a
 labelled scenario straight to Parquet), then times ``kgw analyze`` on them as a
 separate process, as a user would run it, ``--runs`` times, and reports the median
@@ -69,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the generated records")
     parser.add_argument("--runs", type=int, default=5, help="timed runs; the median is reported")
+    parser.add_argument(
+        "--quick", action="store_true", help="1,000,000 records, one run: a smoke run"
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.records, args.runs = 1_000_000, 1
 
     kgw = [sys.executable, "-m", "gateway"]
     work = args.reuse or Path(tempfile.mkdtemp(prefix="kgw-bench-analyze-"))

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import alerts, rollups, state
+from . import alerts, microbatch, rollups, state
 from .findings import Finding
 from .job import AnalyzeOptions, detect
 from .load import TYPES, LogInputError, read_logs
@@ -167,19 +167,13 @@ class Follower:
                 self._append(self.config.out / "response.jsonl", report)
 
     def _batch(self, frame: Any, batch_id: int) -> None:
-        from pyspark import StorageLevel
-
         began = time.monotonic()
-        # Parsed once (the cache filled before the passes start together, or each would
-        # read and parse the micro-batch), then the batch job's three passes on it.
-        prepared = rollups.prepare(frame, False).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            lines = prepared.count()
-            batch = state.collect(self.spark, prepared) if lines else None
-        finally:
-            prepared.unpersist()
-        if batch is None:
+        # One Spark pass: the micro-batch read and parsed, collected as Arrow; its three
+        # rollups grouped in Arrow (:mod:`.microbatch`).
+        table = rollups.prepare(frame, False).toArrow()
+        if table.num_rows == 0:
             return
+        batch = microbatch.rollups_of(table)
         count = int(sum(batch.groups.column("records").to_pylist()))
         rolled = time.monotonic() - began
         if self.state_id < batch_id:

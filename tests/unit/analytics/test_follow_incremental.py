@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from gateway.analytics import state
+from gateway.analytics import microbatch, rollups, state
 from gateway.analytics.findings import Finding
 from gateway.analytics.flags import Flag
 from gateway.analytics.follow import Follower
@@ -180,3 +180,24 @@ def test_follow_mode_finds_what_the_batch_job_finds(spark: Any, tmp_path: Path) 
         "batch=2",
         "batch=3",
     ]
+
+
+def _sorted(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
+
+
+@pytest.mark.timeout(900)
+def test_micro_batch_rollups_in_arrow_are_sparks(spark: Any, tmp_path: Path) -> None:
+    _, records, _ = simulate(SimulationOptions(tenants=3, principals=5, hours=48, attacks=1))
+    path = tmp_path / "records.jsonl"
+    with path.open("w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+        fh.write('{"type": "request"}\n{"v": 1, "ts": "not a time"}\n')  # unreadable lines
+    prepared = rollups.prepare(read_logs(spark, [str(path)], "json"), False)
+    sparks = state.collect(spark, prepared)
+    arrows = microbatch.rollups_of(prepared.toArrow())
+    assert sparks.singles.num_rows > 0 and sparks.topics.num_rows > 0
+    for name in state.TABLES:
+        mine, theirs = getattr(arrows, name), getattr(sparks, name)
+        assert mine.column_names == theirs.column_names, name
+        assert _sorted(mine.cast(theirs.schema)) == _sorted(theirs), name
