@@ -15,6 +15,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from .names import NameRefused, Namespace
@@ -157,6 +158,22 @@ def _group_describe_response(ns: Namespace, body: Any) -> Any:
     return dataclasses.replace(body, groups=groups)
 
 
+def _metadata_response(ns: Namespace, body: Any) -> Any:
+    """A topic asked for by id that is not shown to the tenant (no name in the answer)
+    is an id that does not exist, as on a private cluster: "not authorized" would say
+    that another tenant's topic has this id."""
+    hidden = ErrorCode.topic_authorization_failed
+    if not any(t.name is None and t.error_code == hidden for t in body.topics):
+        return body
+    topics = tuple(
+        dataclasses.replace(t, error_code=ErrorCode.unknown_topic_id)
+        if t.name is None and t.error_code == hidden
+        else t
+        for t in body.topics
+    )
+    return dataclasses.replace(body, topics=topics)
+
+
 def _topic_partitions_response(ns: Namespace, body: Any) -> Any:
     cursor = body.next_cursor
     if cursor is None:
@@ -179,6 +196,7 @@ _REQUEST_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
     68: _heartbeat_request,
 }
 _RESPONSE_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
+    3: _metadata_response,
     32: _configs_response,
     33: _configs_response,
     44: _configs_response,
