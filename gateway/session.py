@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
-from .accesslog.exchange import Exchange
-from .accesslog.exchange import begin as begin_exchange
+from .accesslog.exchange import Exchange, produce_answered
+from .accesslog.exchange import begin_parsed as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
+from .accesslog.exchange import count_produce as count_exchange
 from .addresses.rewrite import needs_rewrite, rewrite
 from .addresses.topology import ConnectionMap, PublicMap, UnmappableBroker
 from .enforcement.denials import DenialLog
@@ -143,14 +144,23 @@ class Session:
         self.requests += 1
         try:
             key, version, correlation_id = peek_request(memoryview(data)[4:])
-            exchange = begin_exchange(data) if self.observe else None
+            exchange = head = None
+            if self.observe:  # Produce: records counted below, from the body if decoded
+                exchange, head = begin_exchange(data, count=key != apis.PRODUCE)
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
-        request = Request(data, key, version, correlation_id, exchange)
+        request = Request(data, key, version, correlation_id, exchange, head)
+        outcome: Outcome = NEXT
         for stage in self.stages:
             outcome = stage(self, request)
             if outcome is not NEXT:
-                return outcome  # type: ignore[return-value]
+                break
+        if exchange is not None and key == apis.PRODUCE:
+            # the frame as the client sent it (a filter may have replaced it since)
+            body = request.decoded if request.data is data else None
+            count_exchange(exchange, data, body)
+        if outcome is not NEXT:
+            return outcome  # type: ignore[return-value]
         return self._forward(request)
 
     def _forward(self, request: Request) -> bytes:
@@ -272,6 +282,8 @@ class Session:
                 rewritten = rewrite(key, rewritten, self._addresses)
             if throttled:
                 rewritten = self._with_throttle(rewritten, slot)
+            if key == apis.PRODUCE and slot.exchange is not None:
+                produce_answered(slot.exchange, rewritten)  # no scan of the frame again
         except ProtocolError as exc:
             raise Fault("upstream", f"{apis.api_name(key)} v{slot.api_version}: {exc}") from None
         except UnmappableBroker as exc:

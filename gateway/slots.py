@@ -75,16 +75,24 @@ class Request:
     """The request a stage of the chain looks at: its frame, its head, and its body
     decoded on demand (once, however many stages ask)."""
 
-    __slots__ = ("_parsed", "correlation_id", "data", "exchange", "key", "version")
+    __slots__ = ("_head", "_parsed", "correlation_id", "data", "exchange", "key", "version")
 
     def __init__(
-        self, data: bytes, key: int, version: int, correlation_id: int, exchange: Exchange | None
+        self,
+        data: bytes,
+        key: int,
+        version: int,
+        correlation_id: int,
+        exchange: Exchange | None,
+        head: RequestHead | None = None,
     ) -> None:
+        """``head``: the header of ``data`` if the caller parsed it already."""
         self.data = data
         self.key = key
         self.version = version
         self.correlation_id = correlation_id
         self.exchange = exchange
+        self._head = head
         self._parsed: tuple[memoryview, RequestHead, Any] | None = None
 
     def parsed(self) -> tuple[memoryview, RequestHead, Any]:
@@ -92,7 +100,7 @@ class Request:
         if self._parsed is None:
             payload = memoryview(self.data)[4:]
             try:
-                head = parse_request_head(payload)
+                head = self._head or parse_request_head(payload)
                 self._parsed = payload, head, decode_request(head, payload)
             except ProtocolError as exc:
                 raise Fault("client", str(exc)) from None
@@ -102,9 +110,15 @@ class Request:
     def body(self) -> Any:
         return self.parsed()[2]
 
+    @property
+    def decoded(self) -> Any:
+        """The body if a stage decoded it already, else None (never decodes)."""
+        return None if self._parsed is None else self._parsed[2]
+
     def replace(self, data: bytes) -> None:
         """A stage changed the frame (an operator's filter): later stages see the new one."""
         self.data = data
+        self._head = None
         self._parsed = None
 
 

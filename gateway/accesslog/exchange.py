@@ -5,6 +5,12 @@ records by scanning the frame, see ``counting``); ``complete`` takes the frame
 that actually goes to the client and reads its error code (and, for Fetch, its
 record count) the same way. Authorization fills ``decision``, ``rule`` and
 ``resources`` when it decodes the request anyway; quotas fill ``throttle_ms``.
+
+Produce is the one API whose every request is logged at a high rate, so the
+session may skip both scans when it has the decoded message anyway: ``begin(...,
+count=False)`` then ``count_produce`` with the decoded request (or the frame),
+and ``produce_answered`` with the decoded response that becomes the client's
+frame. The figures are the same either way.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from dataclasses import dataclass
 from ..protocol import apis
 from ..protocol.codec import (
     ProtocolError,
+    RequestHead,
     parse_request_head,
     peek_request,
     response_body_offset,
 )
-from .counting import scan
+from .counting import produce_error_code, produce_records, scan
 from .records import NO_RESOURCES, Decision, Resources
 
 
@@ -42,6 +49,7 @@ class Exchange:
     error_code: int = 0
     done: float | None = None
     namespace: str | None = None  # a namespaced tenant's prefix (gateway/namespaces)
+    response_error: int | None = None  # read from the decoded response (Produce)
 
     @property
     def latency_ms(self) -> float:
@@ -49,31 +57,69 @@ class Exchange:
         return (end - self.arrived) * 1000.0
 
 
-def begin(frame: bytes, arrived: float | None = None) -> Exchange:
+def begin(frame: bytes, arrived: float | None = None, count: bool = True) -> Exchange:
     """An exchange for a size-prefixed request ``frame`` (its header must parse).
 
     Raises ``ProtocolError`` only for a frame shorter than a header; an unknown API
     key or version, or a header that does not parse, leaves ``client_id`` unknown.
+    ``count=False``: a Produce request's records are left for ``count_produce``.
     """
+    return begin_parsed(frame, arrived, count)[0]
+
+
+def begin_parsed(
+    frame: bytes, arrived: float | None = None, count: bool = True
+) -> tuple[Exchange, RequestHead | None]:
+    """``begin``, and the request header it parsed (None: it did not parse), so that
+    the caller need not parse it again."""
     payload = memoryview(frame)[4:]
     when = time.monotonic() if arrived is None else arrived
     key, version, correlation_id = peek_request(payload)
     if version not in apis.decodable_versions(key):
-        return Exchange(key, version, correlation_id, None, len(frame), when)
+        return Exchange(key, version, correlation_id, None, len(frame), when), None
     try:
         head = parse_request_head(payload)
     except ProtocolError:
-        return Exchange(key, version, correlation_id, None, len(frame), when)
+        return Exchange(key, version, correlation_id, None, len(frame), when), None
     exchange = Exchange(
         head.api_key, head.api_version, head.correlation_id, head.client_id, len(frame), when
     )
-    if key == apis.PRODUCE:
+    if key == apis.PRODUCE and count:
+        exchange.records = _scan_produce(payload, head.body_offset, head.api_version)
+    return exchange, head
+
+
+def _scan_produce(payload: memoryview, body_offset: int, version: int) -> int | None:
+    try:
+        schema = apis.request_schema(apis.PRODUCE, version)
+        return scan(payload, body_offset, schema).records
+    except ProtocolError:
+        return None
+
+
+def count_produce(exchange: Exchange, frame: bytes, body: object | None = None) -> None:
+    """The records of the Produce request ``frame`` (``begin(..., count=False)``), from
+    its decoded ``body`` when a stage decoded it, else by scanning the frame."""
+    if exchange.api_version not in apis.decodable_versions(apis.PRODUCE):
+        return
+    if body is not None:
         try:
-            schema = apis.request_schema(head.api_key, head.api_version)
-            exchange.records = scan(payload, head.body_offset, schema).records
-        except ProtocolError:
+            exchange.records = produce_records(body)
+        except ProtocolError:  # as the scan: the record just lacks the count
             exchange.records = None
-    return exchange
+        return
+    payload = memoryview(frame)[4:]
+    try:
+        offset = parse_request_head(payload).body_offset
+    except ProtocolError:
+        return
+    exchange.records = _scan_produce(payload, offset, exchange.api_version)
+
+
+def produce_answered(exchange: Exchange, response: object) -> None:
+    """The decoded Produce response that is (or is encoded into) the client's frame:
+    ``complete`` takes its error code from here instead of scanning the frame."""
+    exchange.response_error = produce_error_code(response)
 
 
 def complete(exchange: Exchange, frame: bytes | None, done: float | None = None) -> Exchange:
@@ -86,6 +132,9 @@ def complete(exchange: Exchange, frame: bytes | None, done: float | None = None)
     if version not in apis.decodable_versions(key):
         if len(frame) >= 10:  # the minimal UNSUPPORTED_VERSION answer: correlation id, error
             exchange.error_code = int.from_bytes(frame[8:10], "big", signed=True)
+        return exchange
+    if exchange.response_error is not None:
+        exchange.error_code = exchange.response_error
         return exchange
     payload = memoryview(frame)[4:]
     try:

@@ -8,6 +8,7 @@ ApiVersions offers while authorization is on.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ log = logging.getLogger("kgw.authz")
 LOCAL_APIS = ACL_APIS | CLIENT_QUOTA_APIS  # answered from the gateway's own stores
 
 
+@functools.cache  # pure: asked on every request
 def advertised(key: int) -> ApiSpec | None:
     """The gateway's range for ``key`` with authorization on (None: hidden)."""
     spec = gateway_apis().get(key)

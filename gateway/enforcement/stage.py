@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..accesslog.records import decision_of, resources_of
+from ..accesslog.records import decision_of, produce_resources, resources_of
 from ..protocol import apis
 from ..protocol.codec import encode_body, encode_response
 from ..protocol.framing import frame
@@ -42,7 +42,7 @@ def authorize(session: Connection, request: Request) -> Outcome:
         exchange.decision = decision_of(
             enforcer is not None, verdict.denied, verdict.forward is not None
         )
-        exchange.resources = resources_of(body)
+        exchange.resources = produce_resources(body) if key == apis.PRODUCE else resources_of(body)
         exchange.rule = enforcer.last_rule if enforcer is not None else None
     if verdict.denied and enforcer is not None:
         session.log_denial(key, version)

@@ -49,7 +49,9 @@ class FrameReader:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | memoryview) -> list[bytes]:
+        """The whole frames ``data`` completes. ``data`` may be a view of a buffer that
+        is reused after this call (TLS): whatever is kept of it is copied."""
         if self._buffer:
             self._buffer += data
             frames, used = self._cut(self._buffer)
@@ -65,7 +67,7 @@ class FrameReader:
             self._buffer += memoryview(data)[used:]
         return frames
 
-    def _cut(self, source: bytes | bytearray) -> tuple[list[bytes], int]:
+    def _cut(self, source: bytes | bytearray | memoryview) -> tuple[list[bytes], int]:
         frames: list[bytes] = []
         position = 0
         available = len(source)

@@ -109,7 +109,7 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
             self.pause("connecting")
             self.gateway.spawn(f"connect-{self.conn_id}", connect_upstream(self))
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes | memoryview) -> None:  # TLS: a view, copied by the reader
         self.last_activity = time.monotonic()
         limits = self.gateway.config.limits
         # Until SASL succeeds a frame is capped low, decided from its size prefix alone;

@@ -18,7 +18,7 @@ import ssl
 from typing import Any, Protocol
 
 from ..identity import ClientIdentity
-from .layer import Established, HandshakeFailed, ServerTls, TlsError, on_sni
+from .layer import WRITE_SLICE, Established, HandshakeFailed, ServerTls, TlsError, on_sni
 from .material import server_material
 from .principal import NoPrincipal, parse_rules, principal_of
 from .reloader import Reloadable
@@ -36,7 +36,7 @@ class TlsInner(Protocol):
     node_id: int | None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
-    def data_received(self, data: bytes) -> None: ...
+    def data_received(self, data: bytes | memoryview) -> None: ...  # a view: copy what you keep
     def eof_received(self) -> bool | None: ...
     def connection_lost(self, exc: Exception | None) -> None: ...
     def pause_writing(self) -> None: ...
@@ -315,13 +315,42 @@ class TlsTransport(asyncio.Transport):
         self._raw.abort()
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Encrypt and send ``data``, ``WRITE_SLICE`` bytes at a time (no copy of it)."""
         if self.closed:
             return
-        self._tls.send(bytes(data))
-        self._write_out()
+        size = len(data)
+        if size <= WRITE_SLICE:
+            self._tls.send(data)
+            self._write_out()
+            return
+        view = memoryview(data)
+        with view:
+            for start in range(0, size, WRITE_SLICE):
+                self._tls.send(view[start : start + WRITE_SLICE])
+                self._write_out()
 
     def writelines(self, list_of_data: Any) -> None:
-        self.write(b"".join(list_of_data))
+        """Small frames are joined into one write (fewer, fuller TLS records); a large
+        one is written on its own, in slices, never copied into a joined buffer."""
+        if isinstance(list_of_data, list) and len(list_of_data) == 1:  # the usual case
+            self.write(list_of_data[0])
+            return
+        pending: list[bytes | bytearray | memoryview] = []
+        pending_size = 0
+        for data in list_of_data:
+            if len(data) >= WRITE_SLICE:
+                if pending:
+                    self.write(b"".join(pending))
+                    pending, pending_size = [], 0
+                self.write(data)
+                continue
+            pending.append(data)
+            pending_size += len(data)
+            if pending_size >= WRITE_SLICE:
+                self.write(b"".join(pending))
+                pending, pending_size = [], 0
+        if pending:
+            self.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def _write_out(self) -> None:
         out = self._tls.data_to_send()
