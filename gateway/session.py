@@ -226,7 +226,21 @@ class Session:
     def complete_work(self, outcome: object) -> bytes | None:
         """The core ran ``pending_work``: answer in the request's place, or return the
         frame to forward."""
+        work = self.pending_work
+        if work is not None and work.resume is not None:  # a filter waited
+            self.pending_work = None
+            self._order.remove(work.slot)  # the last one: later requests were held
+            return work.resume(outcome)
         return finish_work(self, outcome)
+
+    def run_from(self, stage: Stage, request: Request) -> bytes | None:
+        """Take ``request`` through the chain again from ``stage`` on (the stage held it
+        for local work, which is done)."""
+        for item in self.stages[self.stages.index(stage) :]:
+            outcome = item(self, request)
+            if outcome is not NEXT:
+                return outcome  # type: ignore[return-value]
+        return self._forward(request)
 
     def take_mute(self) -> float:
         """Milliseconds the connection must not be read (0: none); resets."""

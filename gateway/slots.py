@@ -55,13 +55,23 @@ class Slot:
 class PendingWork:
     """A request waiting for local work (``Deferred``) before it is answered or forwarded."""
 
-    __slots__ = ("body_offset", "data", "deferred", "slot")
+    __slots__ = ("body_offset", "data", "deferred", "resume", "slot")
 
-    def __init__(self, deferred: Deferred, data: bytes, body_offset: int, slot: Slot) -> None:
+    def __init__(
+        self,
+        deferred: Deferred,
+        data: bytes,
+        body_offset: int,
+        slot: Slot,
+        resume: Callable[[object], bytes | None] | None = None,
+    ) -> None:
         self.deferred = deferred
         self.data = data
         self.body_offset = body_offset
         self.slot = slot
+        # the request is taken again through the chain once the work is done (a filter
+        # waited: filters/stage.py); ``slot`` only kept its place meanwhile
+        self.resume = resume
 
     @property
     def name(self) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .accesslog.exchange import Exchange
     from .enforcement import Enforcer
     from .enforcement.fetch_sessions import FetchSessions
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from .quotas.admin import QuotaAdmin
     from .quotas.throttle import Throttle
     from .sasl.connection import Authentication, PendingStep
-    from .slots import PendingWork, Request, Slot
+    from .slots import Outcome, PendingWork, Request, Slot
 
 
 class Connection(Protocol):
@@ -58,6 +60,12 @@ class Connection(Protocol):
 
     def hold_work(self, work: PendingWork) -> None:
         """Local work for the core to run; the request keeps its place meanwhile."""
+        ...
+
+    def run_from(
+        self, stage: Callable[[Connection, Request], Outcome], request: Request
+    ) -> bytes | None:
+        """Take ``request`` through the chain again from ``stage`` on (held work done)."""
         ...
 
     def mute(self, ms: float) -> None:

@@ -276,6 +276,10 @@ class Connection:
         out = self.session.complete_work(outcome)
         if out is not None:
             self._out.append(cmd.Forward([out]))
+        if self.session.pending_work is not None:  # taken again, and held again
+            self._flush()
+            self._out.append(cmd.RunWork(self.session.pending_work))
+            return
         self._release("working")
 
     def _timer(self, name: str) -> None:

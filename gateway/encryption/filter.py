@@ -11,7 +11,13 @@ no records, never with ciphertext as data. Other topics are not touched: their
 requests are not decoded; their responses are not parsed past the topic level.
 
 The filter sees cluster-side topic names (a namespace filter, if any, runs first).
-Key manager calls happen on the data path only on a DEK cache miss.
+Key manager calls are made only on a DEK cache miss, and never on the event loop: they
+run in a small pool (``kms.calls``), one per key however many connections need it.
+Meanwhile a Produce waits (``RequestCall.wait_for``: that connection's later requests
+wait behind it, every other connection goes on), then runs through the filter again.
+A Fetch response is never held: a partition whose DEK is being unwrapped is answered
+with no records (the client fetches the same offset again) and that connection's next
+Fetch waits for the unwrap before it goes to the broker.
 """
 
 from __future__ import annotations
@@ -27,13 +33,16 @@ from pydantic import ValidationError
 from ..filters.api import BaseFilter, FilterContext, RequestCall, ResponseCall
 from ..kms import KmsError, open_kms
 from ..kms.api import Kms
+from ..kms.calls import KmsCalls
 from ..protocol.apis import ApiSpec
-from .deks import DekCache
+from .deks import DekCache, DekPending
 from .policy import Policies
 from .records import RecordsError, decrypt_records, encrypt_records, refuse_envelopes
 from .settings import EncryptionSettings
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
+PENDING = "dek_pending"  # context.state: unwraps a connection's next Fetch waits for
+MAX_WAITS = 16
 NAMED_TOPICS_MAX = {PRODUCE: 12, FETCH: 12}  # v13+ name topics by id only
 log = logging.getLogger("kgw.encryption")
 
@@ -50,7 +59,9 @@ class EncryptionFilter(BaseFilter):
             raise ValueError(_errors(exc)) from None
         self.policies = Policies(self.settings.policies)
         self.kms = kms if kms is not None else open_kms(self.settings.kms)
-        self.deks = DekCache(self.kms, self.settings.dek)
+        dek = self.settings.dek
+        self.calls = KmsCalls(dek.kms_threads)
+        self.deks = DekCache(self.kms, dek, calls=self.calls)
         # topic ids -> names, from the Metadata answers the brokers give (a cluster-wide
         # fact, not a connection's): Produce v13+ and Fetch v13+ name topics by id
         self.topic_names: dict[Any, str] = {}
@@ -69,6 +80,8 @@ class EncryptionFilter(BaseFilter):
     # -- Produce ---------------------------------------------------------------------
 
     def on_request(self, call: RequestCall) -> None:
+        if call.api_key == FETCH:
+            self._fetch_waits(call)
         if call.api_key != PRODUCE:
             return
         tenant = call.context.tenant
@@ -95,6 +108,9 @@ class EncryptionFilter(BaseFilter):
                     continue
                 try:
                     sealed = encrypt_records(bytes(partition.records), name, rule, self.deks)
+                except DekPending as pending:  # a key manager call: wait, then again
+                    call.wait_for(pending.wait)
+                    return
                 except (RecordsError, KmsError) as exc:
                     self._refuse(call, f"records for {name!r} cannot be encrypted: {exc}")
                     return
@@ -106,6 +122,19 @@ class EncryptionFilter(BaseFilter):
             changed = True
         if changed:
             call.evolve(topic_data=tuple(topics))
+
+    @staticmethod
+    def _fetch_waits(call: RequestCall) -> None:
+        """A Fetch of a connection whose last Fetch met a DEK being unwrapped waits
+        for the unwrap (else the client would fetch the same records again at once)."""
+        pending: list[DekPending] | None = call.context.state.get(PENDING)
+        if not pending:
+            return
+        pending[:] = [p for p in pending if not p.future.done()]
+        if pending:
+            first = pending[0]
+            del pending[0]
+            call.wait_for(first.wait)
 
     def _clear_ok(self, call: RequestCall, name: str, topic: Any) -> bool:
         for partition in topic.partition_data:
@@ -177,6 +206,11 @@ class EncryptionFilter(BaseFilter):
             return partition
         try:
             opened = decrypt_records(bytes(records), topic, self.deks)
+        except DekPending as pending:  # no records this time: the client fetches again
+            waits: list[DekPending] = call.context.state.setdefault(PENDING, [])
+            if len(waits) < MAX_WAITS:
+                waits.append(pending)
+            return dataclasses.replace(partition, records=b"")
         except (RecordsError, KmsError) as exc:
             reason = str(exc)
         except Exception as exc:  # never ciphertext as data, never a closed connection

@@ -33,8 +33,9 @@ def encrypt_records(blob: bytes, topic: str, rule: Rule, deks: DekCache) -> byte
         if all(h.count <= deks.config.max_uses for h in heads):
             name = topic.encode("utf-8")
             sealed_batches = []
+            made = deks.made
             for head in heads:
-                ref, aead = deks.encryptor(rule.kek, head.count)
+                ref, aead = deks.encryptor(rule.kek, head.count, deks.made > made)
                 try:
                     sealed_batches.append(seal_batch(head, aead, ref, name))
                 except EnvelopeError as exc:  # a KEK name too long
@@ -43,11 +44,12 @@ def encrypt_records(blob: bytes, topic: str, rule: Rule, deks: DekCache) -> byte
     batches = _client_batches(blob)
     out = []
     step = deks.config.max_uses  # a batch larger than a DEK's uses spans several DEKs
+    made = deks.made
     for batch in batches:
         sealed: list[Record] = []
         for start in range(0, len(batch.records), step):
             chunk = batch.records[start : start + step]
-            ref, aead = deks.encryptor(rule.kek, len(chunk))
+            ref, aead = deks.encryptor(rule.kek, len(chunk), deks.made > made)
             try:
                 sealed.extend(_seal(aead, ref, topic, rule, r) for r in chunk)
             except (EnvelopeError, struct.error) as exc:  # a KEK name or header too long

@@ -47,6 +47,10 @@ class DekConfig(_Strict):
     max_uses: int = Field(default=1_000_000, ge=1, le=2**32)  # GCM random IVs: far below 2^32
     decrypt_cache_seconds: float = Field(default=600.0, ge=0)
     decrypt_cache_entries: int = Field(default=10_000, ge=1)
+    # key manager calls run off the event loop, in this many threads; one that takes
+    # longer than kms_timeout_seconds fails (the request waiting for it is refused)
+    kms_threads: int = Field(default=1, ge=1, le=16)
+    kms_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
 
 
 class EncryptionSettings(_Strict):

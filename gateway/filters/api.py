@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..protocol import apis
@@ -77,7 +77,7 @@ class _Call:
 
     __slots__ = (
         "_body", "_decode", "_replaced", "api_key", "api_version", "context", "correlation_id",
-        "rejection",
+        "rejection", "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -96,6 +96,7 @@ class _Call:
         self._body: Any = None
         self._replaced = False
         self.rejection: tuple[int, str | None] | None = None  # ``RequestCall.reject``
+        self.waiting: Callable[[], Awaitable[Any]] | None = None  # ``RequestCall.wait_for``
 
     @property
     def api_name(self) -> str:
@@ -143,6 +144,15 @@ class RequestCall(_Call):
         request, and ``message`` where the response has an error message; the broker
         never sees the request. Filters after this one are not called."""
         self.rejection = (int(error_code), message)
+
+    def wait_for(self, run: Callable[[], Awaitable[Any]]) -> None:
+        """Not ready: the gateway awaits ``run()`` off the data path (the connection's
+        later requests wait behind this one, other connections go on), then runs the
+        request hooks again, from the first filter, on the request as the client sent
+        it. For work a hook cannot do without I/O (a key manager call); the hook keeps
+        what it learnt (e.g. in a cache) so that its next run can finish. Filters after
+        this one are not called; whatever this call changed is dropped."""
+        self.waiting = run
 
 
 class ResponseCall(_Call):

@@ -10,7 +10,7 @@ closes, every other goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -83,6 +83,17 @@ class Rejected:
         self.reply: bytes | None = None
 
 
+class Waiting:
+    """A filter is not ready (``RequestCall.wait_for``): await ``run()``, then run the
+    request hooks again."""
+
+    __slots__ = ("name", "run")
+
+    def __init__(self, name: str, run: Callable[[], Awaitable[Any]]) -> None:
+        self.name = name
+        self.run = run
+
+
 class BoundChain:
     """One connection's view of the chain: a ``FilterContext`` per filter."""
 
@@ -141,9 +152,10 @@ class BoundChain:
 
     def request_frame(
         self, data: bytes, key: int, version: int, correlation_id: int
-    ) -> bytes | Rejected:
+    ) -> bytes | Rejected | Waiting:
         """Run the request hooks on a request frame: the frame to go on with (``data``
-        itself when no filter replaced it), or the ``Rejected`` with its reply frame."""
+        itself when no filter replaced it), the ``Rejected`` with its reply frame, or
+        ``Waiting`` (a filter needs local work done first)."""
         payload = memoryview(data)[4:]
         parsed: list[Any] = []
 
@@ -159,6 +171,8 @@ class BoundChain:
         outcome = self.request(key, version, correlation_id, decode)
         if outcome is None:
             return data
+        if isinstance(outcome, Waiting):
+            return outcome
         if isinstance(outcome, Rejected):
             request = decode()
             if key != PRODUCE or int(request.acks) != 0:
@@ -170,14 +184,16 @@ class BoundChain:
 
     def request(
         self, api_key: int, version: int, correlation_id: int, decode: Callable[[], Any]
-    ) -> Any | Rejected | None:
-        """Run the request hooks: the body to forward instead, a ``Rejected``, or
-        ``None`` when no filter replaced it."""
+    ) -> Any | Rejected | Waiting | None:
+        """Run the request hooks: the body to forward instead, a ``Rejected``, a
+        ``Waiting``, or ``None`` when no filter replaced it."""
         source = decode
         replaced = False
         for item, context in self._filters(api_key):
             call = RequestCall(api_key, version, correlation_id, context, source)
             self._run(item, "on_request", call)
+            if call.waiting is not None:
+                return Waiting(_name(item), call.waiting)
             if call.rejection is not None:
                 code, message = call.rejection
                 try:

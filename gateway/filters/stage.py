@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..slots import NEXT, Fault, Outcome, Request
-from .chain import Rejected
+from ..enforcement.verdict import Deferred, Verdict
+from ..slots import NEXT, Fault, Outcome, PendingWork, Request, Slot
+from .chain import Rejected, Waiting
 
 if TYPE_CHECKING:
     from ..stage_api import Connection
@@ -22,6 +23,19 @@ def run_filters(session: Connection, request: Request) -> Outcome:
     outcome = chain.request_frame(
         request.data, request.key, request.version, request.correlation_id
     )
+    if isinstance(outcome, Waiting):  # the core awaits it, then the request goes again
+        slot = Slot(request.key, request.version, request.correlation_id, False, request.exchange)
+        deferred = Deferred(f"filter {outcome.name}", outcome.run, _not_finished)
+        session.hold_work(
+            PendingWork(
+                deferred,
+                request.data,
+                0,
+                slot,
+                resume=lambda _: session.run_from(run_filters, request),
+            )
+        )
+        return None
     if not isinstance(outcome, Rejected):
         if outcome is not request.data:
             request.replace(outcome)
@@ -33,3 +47,7 @@ def run_filters(session: Connection, request: Request) -> Outcome:
         raise Fault("client", f"Produce with acks=0 was refused by filter {outcome.name}")
     session.answer(request, outcome.reply)
     return None
+
+
+def _not_finished(_outcome: object) -> Verdict:
+    raise AssertionError("a filter's wait is resumed, never finished")  # session.complete_work

@@ -4,9 +4,11 @@ other topics untouched, and every failure is an error, never ciphertext as data.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from gateway.encryption import EncryptionFilter
 from gateway.encryption.batch import Batch, Record, encode, parse, split
+from gateway.encryption.filter import PENDING
 from gateway.filters.api import FilterContext, RequestCall, ResponseCall
 from gateway.identity import ClientIdentity
 from gateway.protocol.codec import encode_body
@@ -60,10 +63,22 @@ def produce_v9(topic: str, records: bytes) -> p9.ProduceRequest:
 
 
 def run_request(item: EncryptionFilter, body: Any) -> RequestCall:
-    call = RequestCall(0, int(type(body).__version__), 7, context(), lambda: body)
-    item.on_request(call)
+    """The hook as the chain runs it: a wait (a key manager call) is awaited and the
+    hook runs again on the request as sent."""
+    ctx = context()
+    for _ in range(5):
+        call = RequestCall(0, int(type(body).__version__), 7, ctx, lambda: body)
+        item.on_request(call)
+        if call.waiting is None:
+            break
+        asyncio.run(_awaited(call.waiting))
+    assert call.waiting is None
     encode_body(call.body)  # what the chain would send must encode
     return call
+
+
+async def _awaited(run: Callable[[], Awaitable[Any]]) -> None:
+    await run()
 
 
 def fetch_v12(topic: str, records: bytes | None) -> f12.FetchResponse:
@@ -78,8 +93,18 @@ def fetch_v12(topic: str, records: bytes | None) -> f12.FetchResponse:
 
 
 def run_response(item: EncryptionFilter, body: Any, key: int = 1) -> ResponseCall:
-    call = ResponseCall(key, int(type(body).__version__), 7, context(), lambda: body)
-    item.on_response(call)
+    """The hook as a connection runs it: a partition whose DEK is being unwrapped comes
+    back empty, the unwrap is awaited (the next Fetch waits for it) and the same
+    records are answered again."""
+    ctx = context()
+    for _ in range(5):
+        call = ResponseCall(key, int(type(body).__version__), 7, ctx, lambda: body)
+        item.on_response(call)
+        pending = ctx.state.pop(PENDING, [])
+        if not pending:
+            break
+        for wait in pending:
+            asyncio.run(_awaited(wait.wait))
     encode_body(call.body)
     return call
 

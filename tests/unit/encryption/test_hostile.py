@@ -260,8 +260,10 @@ def test_a_kek_name_too_long_for_the_envelope_is_a_clear_refusal(tmp_path: Path)
     item = make_filter(tmp_path)
     long_name = "é" * 150  # 300 bytes in UTF-8: over the envelope's 255
     item.kms.create(long_name)
+    from gateway.encryption.deks import DekCache
     from gateway.encryption.policy import Rule
     from gateway.encryption.records import RecordsError, encrypt_records
 
+    inline = DekCache(item.kms, item.settings.dek)  # key manager calls on this thread
     with pytest.raises(RecordsError, match=r"1\.\.255 bytes"):
-        encrypt_records(batch(), "enc.x", Rule(long_name, False, False), item.deks)
+        encrypt_records(batch(), "enc.x", Rule(long_name, False, False), inline)
