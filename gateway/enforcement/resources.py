@@ -140,7 +140,8 @@ RESOURCE_FIELDS: dict[int, dict[str, str]] = {
     68: {  # ConsumerGroupHeartbeat
         "group_id": "checked: GROUP READ",
         "subscribed_topic_names?[]": "checked: TOPIC DESCRIBE on every name",
-        "subscribed_topic_regex": "refused: the broker would match every tenant's topics",
+        "subscribed_topic_regex": "checked: TOPIC DESCRIBE+READ on every name with the "
+        "pattern's literal prefix (saferegex syntax only); the brokers filter by DESCRIBE",
         "topic_partitions?": "scoped: the member's owned partitions, compared by the "
         "coordinator with its own assignment; grants nothing",
         "topic_partitions[].topic_id": "scoped: as topic_partitions",

@@ -15,6 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .. import saferegex
 from ..authz.model import Operation as Op
 from ..authz.model import ResourceType as R
 from .answers import describable, guarded, members_guard, metadata_guard, partitions_guard
@@ -370,17 +371,38 @@ def list_transactions(request: Any, check: Check, rc: type[Any]) -> Verdict:
     return Verdict(forward=True, merge=merge)
 
 
-REGEX_REFUSED = (
-    "subscribed_topic_regex cannot be authorized by this gateway (the broker would match it "
-    "against every tenant's topics): subscribe by topic names"
+# The name a regex subscription is authorized as: its literal prefix followed by text no
+# topic name and no LITERAL rule of a topic can hold, so only a grant covering every name
+# with that prefix (PREFIXED, or the wildcard) allows it, and a DENY of the prefix denies it.
+REGEX_STANDIN = "<regex>"
+REGEX_NOT_GRANTED = (
+    "a regex subscription is authorized on the text every match starts with ({prefix!r}): "
+    "READ on all topics with that prefix is needed; start the pattern with your prefix"
 )
+
+
+def _regex_refusal(pattern: str, check: Check) -> tuple[ErrorCode, str] | None:
+    """Why a KIP-848 regex may not be subscribed to, or ``None``. The brokers resolve it
+    (RE2J), so it must lie in the syntax both read alike (``saferegex``), and the principal
+    must be allowed every topic it could match: all names with its literal prefix."""
+    try:
+        prefix = saferegex.literal_prefix(pattern)
+    except saferegex.RegexRefused as exc:
+        return ErrorCode.invalid_regular_expression, f"regular expression refused: {exc}"
+    standin = prefix + REGEX_STANDIN
+    if check(R.TOPIC, standin, Op.DESCRIBE) and check(R.TOPIC, standin, Op.READ):
+        return None
+    return ErrorCode.topic_authorization_failed, REGEX_NOT_GRANTED.format(prefix=prefix)
 
 
 def consumer_group_heartbeat(request: Any, check: Check, rc: type[Any]) -> Verdict:
     if not check(R.GROUP, request.group_id, Op.READ):
         return deny_whole(rc, GROUP_DENIED, request)
-    if getattr(request, "subscribed_topic_regex", None):  # resolved by the broker: refused
-        return deny_whole(rc, TOPIC_DENIED, request, REGEX_REFUSED)
+    pattern = getattr(request, "subscribed_topic_regex", None)
+    if pattern:  # resolved by the broker: authorized on what it can match
+        refused = _regex_refusal(pattern, check)
+        if refused is not None:
+            return deny_whole(rc, refused[0], request, refused[1])
     names = request.subscribed_topic_names or ()
     if not all(check(R.TOPIC, name, Op.DESCRIBE) for name in names):
         return deny_whole(rc, TOPIC_DENIED, request)

@@ -26,12 +26,51 @@ from kio.schema.errors import ErrorCode
 from ..filters.api import BaseFilter, FilterContext, RequestCall, ResponseCall
 from ..protocol.apis import ApiSpec
 from .directory import Directory
+from .groups import (
+    CONSUMER,
+    GROUP_APIS,
+    JOIN_GROUP,
+    SYNC_GROUP,
+    map_request_blobs,
+    map_response_blobs,
+)
 from .mappers import map_request, map_response
 from .names import NameRefused, Namespace
 from .table import ACL_APIS, NAMED_APIS, NAMELESS, offered_max
 
 log = logging.getLogger("kgw.namespaces")
-_REFUSAL_CODE = {19: ErrorCode.invalid_topic_exception, 20: ErrorCode.unknown_topic_id}
+_REFUSAL_CODE = {
+    19: ErrorCode.invalid_topic_exception,
+    20: ErrorCode.unknown_topic_id,
+    68: ErrorCode.invalid_regular_expression,  # as the brokers answer an invalid one
+}
+
+_GROUPS, _CALLS = "consumer_groups", "consumer_calls"  # per connection (context.state)
+_MAX_GROUPS = 1024
+
+
+def _consumer_request(call: RequestCall, body: Any) -> bool:
+    """Whether this JoinGroup/SyncGroup is of a consumer group (its bytes name topics);
+    remembered for its response. SyncGroup before v5 does not say: the group's JoinGroup
+    on this connection did."""
+    state = call.context.state
+    groups: set[str] = state.setdefault(_GROUPS, set())
+    if call.api_key == JOIN_GROUP:
+        consumer = bool(body.protocol_type == CONSUMER)
+        if consumer:
+            if len(groups) >= _MAX_GROUPS:
+                groups.clear()
+            groups.add(body.group_id)
+    elif call.api_key == SYNC_GROUP:
+        protocol_type = getattr(body, "protocol_type", None)
+        consumer = (
+            body.group_id in groups if protocol_type is None else bool(protocol_type == CONSUMER)
+        )
+    else:
+        return False
+    if consumer:
+        state.setdefault(_CALLS, set()).add(call.correlation_id)
+    return consumer
 
 
 class NamespaceFilter(BaseFilter):
@@ -71,6 +110,8 @@ class NamespaceFilter(BaseFilter):
             return
         try:
             body = map_request(ns, call.api_key, call.body)
+            if call.api_key in GROUP_APIS and _consumer_request(call, body):
+                body = map_request_blobs(ns, call.api_key, body)
         except NameRefused as exc:
             log.info(
                 "name refused for %s: %s",
@@ -89,6 +130,19 @@ class NamespaceFilter(BaseFilter):
         if ns is None:
             return
         body: Any = map_response(ns, call.api_key, call.body)
+        if call.api_key in GROUP_APIS:
+            calls: set[int] = call.context.state.setdefault(_CALLS, set())
+            consumer = call.correlation_id in calls
+            calls.discard(call.correlation_id)
+            try:
+                body = map_response_blobs(ns, call.api_key, body, consumer)
+            except NameRefused as exc:  # left as the brokers sent it: the group's own bytes
+                log.warning(
+                    "group protocol bytes not mapped in %s: %s",
+                    call.api_name,
+                    exc,
+                    extra={"event": "namespace_group_bytes", "api": call.api_name},
+                )
         if body is not call.body:
             call.replace(body)
 

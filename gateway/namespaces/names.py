@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import saferegex
+
 # Kafka's own limit on a topic name; the broker refuses longer cluster-side names
 # with INVALID_TOPIC_EXCEPTION, which the tenant then sees in its own names.
 MAX_TOPIC_LENGTH = 249
-_JAVA_ONLY_REGEX = re.compile(r"\\[QE]|\(\?<?[=!]|\\[pPkG]")
 
 
 class NameRefused(ValueError):
@@ -64,19 +65,18 @@ class Namespace:
 
     def regex_to_cluster(self, pattern: str) -> str:
         """A tenant's regular expression over its own names, as one the brokers apply to
-        cluster-side names (full match, Java/RE2J syntax): only names inside the
-        namespace can match. Refused when the pattern could escape its group."""
-        if _JAVA_ONLY_REGEX.search(pattern):
-            raise NameRefused("regular expressions with \\Q, \\E, look-arounds or \\p are refused")
+        cluster-side names (whole names, RE2J / java.util.regex): ``<prefix>(?:R)`` with
+        R re-emitted from a parse in the syntax every dialect reads alike
+        (``gateway/saferegex.py``), so only names inside the namespace can match.
+        Refused (``NameRefused``) outside that syntax."""
         try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise NameRefused(f"invalid regular expression: {exc}") from None
-        return f"{re.escape(self.prefix)}(?:{pattern})"
+            return saferegex.confine(self.prefix, pattern)
+        except saferegex.RegexRefused as exc:
+            raise NameRefused(f"regular expression refused: {exc}") from None
 
     def regex_to_tenant(self, pattern: str) -> str:
-        """The tenant's own pattern back from ``regex_to_cluster``'s form."""
-        head = f"{re.escape(self.prefix)}(?:"
+        """The tenant's pattern (as re-emitted) back from ``regex_to_cluster``'s form."""
+        head = f"{saferegex.literal(self.prefix)}(?:"
         if pattern.startswith(head) and pattern.endswith(")"):
             return pattern[len(head) : -1]
         return pattern

@@ -35,6 +35,11 @@ ACL_NOTE = (
     "namespace, shown without the prefix; a null name filter selects inside it only"
 )
 
+GROUP_BYTES_NOTE = (
+    "a consumer group's subscriptions and assignments (the consumer protocol's bytes) "
+    "mapped too: namespaces/groups.py"
+)
+
 NAMED_APIS: dict[int, NamedApi] = {
     0: NamedApi(("topic_data[].name", "transactional_id"), ("responses[].name",), 12),
     1: NamedApi(("topics[].topic", "forgotten_topics_data[].topic"), ("responses[].topic",), 12),
@@ -57,20 +62,22 @@ NAMED_APIS: dict[int, NamedApi] = {
         9,
     ),
     10: NamedApi(("key", "coordinator_keys[]"), ("coordinators[].key",)),  # FindCoordinator
-    11: NamedApi(  # JoinGroup: the embedded subscriptions stay as the clients wrote them
+    11: NamedApi(  # JoinGroup
         ("group_id",),
         (),
         None,
         (*_INSTANCE, "members[].group_instance_id", "protocols[].name", "protocol_name"),
+        note=GROUP_BYTES_NOTE,
     ),
     12: NamedApi(("group_id",), (), None, _INSTANCE),  # Heartbeat
     13: NamedApi(("group_id",), (), None, ("members[].group_instance_id",)),  # LeaveGroup
-    14: NamedApi(("group_id",), (), None, (*_INSTANCE, "protocol_name")),  # SyncGroup
+    14: NamedApi(("group_id",), (), None, (*_INSTANCE, "protocol_name"), note=GROUP_BYTES_NOTE),
     15: NamedApi(  # DescribeGroups
         ("groups[]",),
         ("groups[].group_id",),
         None,
         ("groups[].group_state", "groups[].members[].group_instance_id"),
+        note=GROUP_BYTES_NOTE,
     ),
     16: NamedApi(  # ListGroups: only the tenant's groups
         (), ("groups[].group_id",), None, ("groups[].group_state", "groups[].group_type")
