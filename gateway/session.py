@@ -242,6 +242,11 @@ class Session:
                 return outcome  # type: ignore[return-value]
         return self._forward(request)
 
+    @property
+    def muted(self) -> bool:
+        """A throttle is pending: the core must not take more requests now."""
+        return self._mute_ms > 0
+
     def take_mute(self) -> float:
         """Milliseconds the connection must not be read (0: none); resets."""
         ms, self._mute_ms = self._mute_ms, 0.0
@@ -308,8 +313,10 @@ class Session:
         return frame(header + encode_body(rewritten))
 
     def _with_throttle(self, response: Any, slot: Slot) -> Any:
-        """KIP-219: the client learns its throttle time; the connection goes quiet for it."""
-        self.mute(slot.throttle_ms)
+        """KIP-219: the client learns its throttle time; the connection goes quiet for
+        what is left of it (muted since the charge: the broker's latency is not added)."""
+        left = slot.throttle_ms if self.throttle is None else self.throttle.left_ms()
+        self.mute(min(slot.throttle_ms, left))
         if slot.exchange is not None:
             slot.exchange.throttle_ms = int(slot.throttle_ms)
         return with_throttle_time(response, slot.throttle_ms)

@@ -62,6 +62,7 @@ class Connection:
         self._out: list[cmd.Command] = []
         self._held: deque[bytes] = deque()
         self._inflight_paused = False
+        self._throttled = False  # KIP-219 mute: nothing more is read or processed
         self._draining = False
         self._admission: Admission | None = None
         self._delayed: Step | None = None  # a judged step waiting out its login delay
@@ -176,7 +177,7 @@ class Connection:
     # -- requests -----------------------------------------------------------------
 
     def _requests(self, frames: list[bytes]) -> None:
-        if self.state in (STEPPING, WORKING):
+        if self.state in (STEPPING, WORKING) or self._throttled:
             self._held.extend(frames)  # keep the order: they go on once it is done
             return
         if self.state is CLOSING:
@@ -188,6 +189,9 @@ class Connection:
         forward: list[bytes] = []
         pending = deque(frames)
         while pending and self.state is not CLOSED:
+            if self._throttled or session.muted:  # Kafka: a muted channel is not read
+                self._held.extend(pending)
+                break
             out = session.on_request(pending.popleft())
             if out is not None:
                 forward.append(out)
@@ -284,7 +288,11 @@ class Connection:
 
     def _timer(self, name: str) -> None:
         if name == THROTTLE:
+            self._throttled = False
             self._out.append(cmd.Resume(THROTTLE))
+            if self._held and self.state is OPEN:  # what was read before the mute
+                held, self._held = self._held, deque()
+                self._process(held)
         elif name == AUTH_DEADLINE:
             if self.authenticating:
                 timeout = self.services.auth_timeout_s
@@ -310,6 +318,7 @@ class Connection:
             self._out.append(cmd.OpenListener(node_id))
         mute_ms = session.take_mute()
         if mute_ms > 0:  # KIP-219: stop reading the client for the throttle time
+            self._throttled = True
             self._out.append(cmd.Pause(THROTTLE))
             self._out.append(cmd.StartTimer(THROTTLE, mute_ms / 1000))
         if self._inflight_paused and session.inflight < self.services.max_inflight:

@@ -113,7 +113,9 @@ class LeasedBucket:
         return self.deficit(now)
 
     def deficit(self, now: float) -> float:
-        if self.lease >= 0:
+        # A lease in hand is prepaid; none at all (0, e.g. right after a debt was
+        # reported) leaves the shared bucket's own deficit, which still counts.
+        if self.lease > 0:
             return 0.0
         available = self.available(now)
         if available > 0:

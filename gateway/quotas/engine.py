@@ -39,6 +39,7 @@ IDLE_SCAN_S = 1.0
 CACHE_MAX = 100_000
 _THROTTLED = {kind: f"throttled_total.{kind.value}" for kind in QuotaKind}
 _THROTTLE_MS = {kind: f"throttle_ms_total.{kind.value}" for kind in QuotaKind}
+_CHARGED = {kind: f"charged_total.{kind.value}" for kind in QuotaKind}  # under a quota only
 
 
 class QuotaEngine:
@@ -152,6 +153,7 @@ class QuotaEngine:
             else:
                 limit, bucket = hot
             deficit = bucket.charge(amount, t)
+            self.counters[_CHARGED[kind]] += int(amount)
             if isinstance(bucket, LeasedBucket) and bucket.needs_sync():
                 self._due.add(limit.bucket)
             if deficit <= 0:

@@ -26,6 +26,7 @@ class Throttle:
         self.identity = identity
         self._subject: Subject | None = None
         self._subject_key: tuple[str, str | None, str | None] | None = None
+        self._until = 0.0  # the end of the longest throttle given so far (engine clock)
 
     def subject(self) -> Subject:
         identity = self.identity
@@ -39,7 +40,7 @@ class Throttle:
 
     def fetch_blocked_ms(self) -> float:
         """Throttle of a Fetch that is over its byte quota already (answer it empty)."""
-        return self.engine.throttle_for(self.subject(), QuotaKind.FETCH_BYTES)
+        return self._given(self.engine.throttle_for(self.subject(), QuotaKind.FETCH_BYTES))
 
     def on_request(self, api_key: int, size: int) -> float:
         """Charge a forwarded request; the throttle in ms (0: none)."""
@@ -47,10 +48,20 @@ class Throttle:
         ms = self.engine.charge(subject, QuotaKind.REQUESTS, 1)
         if api_key == apis.PRODUCE:
             ms = max(ms, self.engine.charge(subject, QuotaKind.PRODUCE_BYTES, size))
+        return self._given(ms)
+
+    def left_ms(self) -> float:
+        """What is left now of the throttles this connection was given (its mute runs
+        from the charge: the response must not restart it, nor end it early)."""
+        return max(0.0, (self._until - self.engine.now()) * 1000.0)
+
+    def _given(self, ms: float) -> float:
+        if ms > 0:
+            self._until = max(self._until, self.engine.now() + ms / 1000.0)
         return ms
 
     def on_fetch_response(self, size: int) -> float:
-        return self.engine.charge(self.subject(), QuotaKind.FETCH_BYTES, size)
+        return self._given(self.engine.charge(self.subject(), QuotaKind.FETCH_BYTES, size))
 
 
 def with_throttle_time(response: Any, ms: float) -> Any:

@@ -110,6 +110,17 @@ def test_a_leased_bucket_throttles_for_the_shared_deficit() -> None:
     assert throttle_ms(view.deficit(0.1), RATE, CAP_MS) == pytest.approx(200.0)  # refill counts
 
 
+def test_with_no_lease_left_the_shared_deficit_still_throttles() -> None:
+    view = LeasedBucket(RATE, BURST, FLOOR, chunk=100, now=0.0)
+    view.charge(300, 0.0)  # a debt of 300 beyond an empty lease
+    debit, _ = view.sync_request()
+    view.synced(debit, 0, tokens=-250, now=0.0)  # reported; the shared bucket is in debt
+    assert view.lease == 0
+    # nothing prepaid is in hand: a Fetch or a KIP-599 check asking now is throttled
+    assert throttle_ms(view.deficit(0.0), RATE, CAP_MS) == pytest.approx(250.0)
+    assert view.deficit(0.25) == 0.0  # paid back by the refill
+
+
 def test_charges_made_while_a_sync_is_in_flight_stay_counted() -> None:
     view = LeasedBucket(RATE, BURST, FLOOR, chunk=100, now=0.0)
     debit, _ = view.sync_request()
