@@ -16,12 +16,19 @@ Targets, alternating within each round:
 
 Results: ``bench/results/quotas-latest.json``; the ratios that answer the question
 are ``gateway-quotas/gateway`` and ``gateway-quotas-redis/gateway``.
+
+``--charge-path`` measures the charge alone instead (no cluster, about 25 s;
+``bench/quota_charge.py``): its CPU and latency per request with Redis-shared
+buckets, and the Redis round trips per request. Results:
+``bench/results/quota-charge-latest.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: bench/quotas.py
@@ -49,7 +56,22 @@ def _grant(store: QuotaStore) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.quotas", description=__doc__)
     add_common_args(parser)
+    parser.add_argument(
+        "--charge-path",
+        action="store_true",
+        help="measure the charge alone (CPU, latency, Redis round trips)",
+    )
+    parser.add_argument(
+        "--charge-rate",
+        type=float,
+        default=2000,
+        help="requests per second charged (--charge-path)",
+    )
+    parser.add_argument("--charge-seconds", type=float, default=10,
+                        help="seconds per case (--charge-path)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.charge_path:
+        return charge_path(args.charge_rate, args.charge_seconds)
     listener = {"principal": PRINCIPAL}
     file_quotas: dict[str, object] = {}
     redis_quotas: dict[str, object] = {"key_prefix": "kgw:bench:"}
@@ -83,6 +105,21 @@ def main(argv: list[str] | None = None) -> int:
         for server in servers:
             server.stop()
     return code
+
+
+def charge_path(rate: float, seconds: float) -> int:
+    from bench.quota_charge import measure
+
+    results = measure(rate, seconds)
+    for name, figures in results.items():
+        say(f"charge path, {name}: {json.dumps(figures)}")
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    doc = json.dumps({"when": stamp, "rate": rate, "seconds": seconds, "cases": results}, indent=2)
+    for name in (f"quota-charge-{stamp}.json", "quota-charge-latest.json"):
+        (out / name).write_text(doc + "\n")
+    return 0
 
 
 if __name__ == "__main__":
