@@ -45,8 +45,16 @@ class DekPending(Exception):
         self.seconds = seconds  # the longest the caller should wait before asking again
 
     async def wait(self) -> None:
-        """Until the call is done or ``seconds`` have passed; never raises its error."""
-        await asyncio.wait({asyncio.wrap_future(self.future)}, timeout=self.seconds)
+        """Until the call is done or ``seconds`` have passed; never raises its error
+        (the DEK cache reports it when asked again)."""
+        waiter = asyncio.wrap_future(self.future)
+        waiter.add_done_callback(_seen)  # no "exception was never retrieved" noise
+        await asyncio.wait({waiter}, timeout=self.seconds)
+
+
+def _seen(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.cancelled():
+        waiter.exception()
 
 
 @dataclass(slots=True)
