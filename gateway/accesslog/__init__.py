@@ -84,4 +84,11 @@ def build_access_log(
         )
         if topic.queue_size is not None:
             sizes["topic"] = topic.queue_size
-    return AccessLog(sinks, config.queue_size, config.on_full, config.report_interval_s, sizes)
+    return AccessLog(
+        sinks,
+        config.queue_size,
+        config.on_full,
+        config.report_interval_s,
+        sizes,
+        batch_delay_s=config.batch_delay_ms / 1000,
+    )
