@@ -172,6 +172,7 @@ class Follower:
         # rollups grouped in Arrow (:mod:`.microbatch`).
         table = rollups.prepare(frame, False).toArrow()
         if table.num_rows == 0:
+            self._say(f"batch {batch_id}: 0 records")
             return
         batch = microbatch.rollups_of(table)
         count = int(sum(batch.groups.column("records").to_pylist()))
