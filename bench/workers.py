@@ -230,6 +230,8 @@ class WorkersBench(VariantBench):
         """Per gateway and direction: CPU-s per GB, raw and net of idle CPU."""
         report: dict[str, dict[str, dict[str, float]]] = {}
         for target, kinds in self.cpu.items():
+            if target not in self.gateways:  # direct: no gateway process
+                continue
             report[target] = {
                 "idle_cpu_s_per_s": {"all": round(self.idle.get(target, 0), 4)},
                 "rss_mb": {str(i): v for i, v in enumerate(self.rss.get(target, []))},
