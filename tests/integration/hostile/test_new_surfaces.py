@@ -235,6 +235,9 @@ def test_configs_of_the_victim(surfaces: Surfaces) -> None:
     resources = [{"resource_type": 2, "resource_name": c.vt2}, {"resource_type": 32,
                  "resource_name": c.vg}, {"resource_type": 2, "resource_name": ""}]  # fmt: skip
     run(_attack(surfaces, 32, {"resources": resources, "include_synonyms": True}))
+    brokerwide = [{"resource_type": 4, "resource_name": "1"}, {"resource_type": 8,
+                  "resource_name": "1"}, {"resource_type": 16, "resource_name": c.vt}]  # fmt: skip
+    run(_attack(surfaces, 32, {"resources": brokerwide, "include_synonyms": True}))
     change = [{"name": "retention.ms", "value": "1000", "config_operation": 0}]
     run(_attack(surfaces, 44, {"resources": [{"resource_type": 2, "resource_name": c.vt2,
                                               "configs": change}]}))  # fmt: skip
@@ -281,12 +284,17 @@ def test_apis_and_versions_not_offered_are_refused(surfaces: Surfaces) -> None:
     not offered (log dirs, reassignments, SCRAM users, client metrics): refused, and
     nothing of the victim in what comes back."""
     c, s = surfaces.ctx, surfaces
-    for key in (35, 46, 50, 74):
+    for key in (35, 43, 45, 46, 50, 55, 74):
         assert key not in s.advertised
     assert s.advertised[0][1] <= 12 and s.advertised[1][1] <= 12
     run(_attack(s, 35, {"topics": None}, [1, 4]))
     run(_attack(s, 46, {"topics": None, "timeout_ms": 5000}, [0]))
     run(_attack(s, 50, {"users": None}, [0]))
+    run(_attack(s, 43, {"election_type": 0, "topic_partitions": None, "timeout_ms": 5000}, [2]))
+    run(_attack(s, 45, {"topics": [{"name": c.vt, "partitions": [
+        {"partition_index": 0, "replicas": [1]}]}], "timeout_ms": 5000}, [0]))  # fmt: skip
+    run(_attack(s, 55, {"topics": [{"topic_name": "__cluster_metadata",
+                                    "partitions": [{"partition_index": 0}]}]}, [0]))  # fmt: skip
     run(_attack(s, 1, {"max_wait_ms": 10, "min_bytes": 1, "max_bytes": 1_000_000,
                        "topics": [{"topic_id": s.secret_id, "partitions": [
                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1_000_000,
