@@ -27,8 +27,8 @@ from . import workerprocs as wp
 
 pytestmark = pytest.mark.integration
 # As test_quota_throttling_e2e's three instances: 1 MB/s, three producers (there, one per
-# instance; here, all on one host's workers). At lower rates the quota overshoots with
-# one worker as with two (measured on a loaded host: 2.6x and 2.1x at 200 kB/s).
+# instance; here, all on one host's workers). Low rates (100 kB/s) and the sustained rate
+# on one worker, two workers and two instances: test_quota_rate.py (decision 0038).
 RATE = 1_000_000  # produce bytes/s for every client together
 BURST = 500_000
 RUN_S = 30.0
