@@ -236,7 +236,22 @@ class GatewayConfig(_Strict):
         names = [listener.name for listener in self.listeners]
         if canary is not None and canary.listener is not None and canary.listener not in names:
             raise ValueError(f"monitoring.canary.listener {canary.listener!r} is not a listener")
+        _check_namespace_prefix(self)
         return self
+
+
+def _check_namespace_prefix(config: GatewayConfig) -> None:
+    """Transparent names must use the prefix tenant names are checked against (the
+    quotas' ``topic_prefix``): with ``{tenant}-`` there and ``{tenant}.`` here, tenant
+    ``acme`` would reach tenant ``acme-eu``'s names (``eu-orders``) as its own."""
+    if config.namespaces is None:
+        return
+    expected = config.quotas.topic_prefix if config.quotas is not None else "{tenant}."
+    if config.namespaces.prefix_format != expected:
+        raise ValueError(
+            f"namespaces.prefix_format {config.namespaces.prefix_format!r} must be the "
+            f"quotas' topic_prefix {expected!r} (tenant names are checked against it)"
+        )
 
 
 def _same_bind(a: str, b: str) -> bool:
