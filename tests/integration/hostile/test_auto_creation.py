@@ -66,8 +66,8 @@ def test_metadata_auto_creation_does_not_pass_the_plan(
                 "default_plan": "small", "plans": {"small": {"max_topics": 2}}},
     )  # fmt: skip
     gateway = GatewayProcess(tmp_path / "gw", config)
-    gateway.start(None, timeout=120)
     try:
+        gateway.start(None, timeout=120)
         conf: dict[str, Any] = {
             "bootstrap.servers": gateway.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN", "sasl.username": key.key_id, "sasl.password": secret,
