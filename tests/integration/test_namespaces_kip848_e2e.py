@@ -72,12 +72,12 @@ def kip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KipStack]:
             producer = Producer({**tenant.client(), "acks": "all"})
             for topic in TOPICS[key]:
                 producer.produce(topic, value=f"{key}:{topic}".encode())
-            assert producer.flush(30) == 0
+            assert producer.flush(90) == 0
         admin = AdminClient(c.client())
         admin.create_topics([NewTopic(f"{c.prefix}logs", 1, 1)])[f"{c.prefix}logs"].result(30)
         producer = Producer({**c.client(), "acks": "all"})
         producer.produce(f"{c.prefix}logs", value=b"c:logs")
-        assert producer.flush(30) == 0
+        assert producer.flush(90) == 0
         yield stack
     finally:
         stack.stop()
@@ -235,3 +235,34 @@ def test_classic_group_assignments_are_cluster_side_names_on_the_brokers(kip: Ki
         assert shown == {"orders"}
     finally:
         consumer.close()
+
+
+def test_online_migration_from_classic_to_kip848(kip: KipStack) -> None:
+    """A KIP-848 member joins a transparent tenant's live classic group: the brokers
+    convert the group, reading the classic member's subscription (cluster-side names)
+    and splitting ``orders`` between the two members."""
+    a, _, _ = kip.tenants
+    conf = {**a.client(), "group.id": "migrating", "auto.offset.reset": "earliest"}
+    classic = Consumer({**conf, "group.protocol": "classic"})
+    classic.subscribe(["orders"])
+    modern = Consumer({**conf, "group.protocol": "consumer"})
+    try:
+        deadline = time.monotonic() + 60
+        while not classic.assignment() and time.monotonic() < deadline:
+            classic.poll(0.5)
+        assert {tp.topic for tp in classic.assignment()} == {"orders"}
+        modern.subscribe(["orders"])
+        split: tuple[set[Any], set[Any]] = (set(), set())
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            classic.poll(0.2)
+            modern.poll(0.2)
+            split = ({(tp.topic, tp.partition) for tp in classic.assignment()},
+                     {(tp.topic, tp.partition) for tp in modern.assignment()})  # fmt: skip
+            if split[0] and split[1]:
+                break
+        assert split[0] and split[1], split
+        assert split[0] | split[1] == {("orders", 0), ("orders", 1)} and not split[0] & split[1]
+    finally:
+        modern.close()
+        classic.close()
