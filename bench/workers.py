@@ -300,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("produce_mb_per_s", "consume_mb_per_s"):
         if key in ratio:
             verdict = "met" if ratio[key] >= TARGET_RATIO else "missed"
+            load1 = os.getloadavg()[0]
+            busy = ", contended" if load1 > (os.cpu_count() or 1) else ""
             say(f"scaling {key}: {ratio[key]:.2f} x with 2 workers (target >= {TARGET_RATIO}: "
-                f"{verdict}; load average {os.getloadavg()[0]:.1f}, contended)")  # fmt: skip
+                f"{verdict}; load average {load1:.1f}{busy})")  # fmt: skip
     return code
 
 
