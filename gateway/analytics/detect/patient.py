@@ -9,8 +9,10 @@ else guessing patiently.
 *Distributed spraying* looks at the failures from *unfamiliar* addresses (no
 successful login or allowed request from them, ever, for anyone), each of which
 stands out on its own in no way (at most ``dspray_per_address_max`` failures). Those
-close in time form one campaign; a campaign over many principals, from many
-addresses in several networks, is a spray, however little each address tried.
+close in time, active over the same span and linked by the principals they tried,
+form one campaign (sprays against different victims at once stay apart, however
+many); a campaign over many principals, from many addresses in several networks, is a
+spray, however little each address tried.
 Pure Python over ``Single`` rows.
 """
 
@@ -133,10 +135,12 @@ def distributed_spraying(
 
 
 def _split(rows: list[Single], t: Thresholds) -> list[Finding]:
-    """Campaigns that touch in time may be several: the networks of one campaign are
-    active over about the same span. Networks are grouped by that (each joins the
-    group whose first network's span mostly overlaps its own); each group that makes
-    a spray is one finding, and the networks left over, together, one more."""
+    """Failures that touch in time may be several campaigns. Networks are grouped first
+    by span (each joins the group whose first network's span mostly overlaps its own),
+    then each group is cut by whom it tried (:func:`_by_victims`): on a gateway of many
+    tenants, sprays against different principals run at the same time, over the same
+    span, and time alone cannot part them. Each part that makes a spray is one finding,
+    and the networks left over, together, one more."""
     spans: dict[str, list[int]] = {}
     for s in rows:
         span = spans.setdefault(network(s.host or ""), [s.ts, s.ts])
@@ -148,17 +152,48 @@ def _split(rows: list[Single], t: Thresholds) -> list[Finding]:
             best[1].append(net)
         else:
             groups.append(((lo, hi), [net]))
+    group_of = {net: i for i, (_, nets) in enumerate(groups) for net in nets}
+    members: list[list[Single]] = [[] for _ in groups]
+    for s in rows:
+        members[group_of[network(s.host or "")]].append(s)
     found: list[Finding] = []
-    left: set[str] = set()
-    for _, nets in groups:
-        chosen = set(nets)
-        finding = _campaign([s for s in rows if network(s.host or "") in chosen], t)
+    left: list[Single] = []
+    for part in (part for group in members for part in _by_victims(group, t)):
+        finding = _campaign(part, t)
         if finding is None:
-            left |= chosen
+            left += part
         else:
             found.append(finding)
-    rest = _campaign([s for s in rows if network(s.host or "") in left], t)
+    left.sort(key=lambda s: s.ts)
+    rest = _campaign(left, t)
     return found + ([rest] if rest is not None else [])
+
+
+def _by_victims(rows: list[Single], t: Thresholds) -> list[list[Single]]:
+    """``rows`` (sorted by time) cut into connected components of networks: two networks
+    are of one campaign when they tried a same principal within ``dspray_gap_s``."""
+    parent: dict[str, str] = {}
+
+    def root(net: str) -> str:
+        while parent[net] != net:
+            parent[net] = parent[parent[net]]
+            net = parent[net]
+        return net
+
+    last: dict[str, tuple[int, str]] = {}  # principal: (ts, network) of its latest failure
+    for s in rows:
+        net = network(s.host or "")
+        parent.setdefault(net, net)
+        if s.principal is None:
+            continue
+        seen = last.get(s.principal)
+        if seen is not None and s.ts - seen[0] <= t.dspray_gap_s:
+            parent[root(seen[1])] = root(net)
+        last[s.principal] = (s.ts, net)
+    parts: dict[str, list[Single]] = defaultdict(list)
+    for s in rows:
+        parts[root(network(s.host or ""))].append(s)
+    return list(parts.values())
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
