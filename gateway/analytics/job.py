@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,12 +86,15 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
     frame = read_logs(spark, options.logs, fmt)
     prepared = rollups.parse_needed(rollups.prepare(frame, stored), fmt)
     events = rollups.records(prepared)
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="kgw-spark") as pool:
-        pending_singles = pool.submit(in_pool(spark, FIRST, lambda: rollups.singles(events)))
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="kgw-spark") as pool:
+        pending_singles = pool.submit(
+            in_pool(spark, FIRST, lambda: rollups.singles(events, "logins"))
+        )
         pending_groups = pool.submit(
             in_pool(spark, FIRST, rollups.principal_hours(prepared).toArrow)
         )
         pending_topics = pool.submit(in_pool(spark, LATER, rollups.topic_hours(events).toArrow))
+        pending_admin = pool.submit(in_pool(spark, LATER, lambda: rollups.singles(events, "admin")))
         try:
             found = detect(
                 pending_singles.result,
@@ -99,6 +102,7 @@ def analyze(spark: Any, options: AnalyzeOptions, progress: Progress) -> Analysis
                 pending_topics.result,
                 options,
                 progress,
+                pending_admin.result,
             )
         except LogInputError:
             spark.sparkContext.cancelAllJobs()  # the topics pass: nothing to wait for
@@ -141,11 +145,14 @@ def detect(
     get_topics: Callable[[], Any],
     options: AnalyzeOptions,
     progress: Progress,
+    get_admin: Callable[[], list[Single]] | None = None,
 ) -> Detected:
     """Every detector on the three rollups (:mod:`.rollups`), each asked for when the
     stage that needs it starts: the batch job passes the futures of its Spark passes,
     so the detectors run on the first results while Spark still works on the last;
-    ``--follow`` passes the rollups it merged (:mod:`.state`). Same rows, same
+    ``--follow`` passes the rollups it merged (:mod:`.state`). ``get_admin``: the
+    administrative requests apart (the batch job's last pass; ``get_singles`` then
+    holds none), asked for at the last stage, the only one that uses them. Same rows, same
     findings, same evidence."""
     t = options.thresholds
     where = ", ".join(options.logs)
@@ -179,6 +186,8 @@ def detect(
 
     progress.stage("probing, first access to a topic, newcomers, destructive admin")
     topics = get_topics()
+    if get_admin is not None:  # the batch job's administrative requests, a pass of their own
+        context = replace(context, admin=[s for s in get_admin() if s.kind == "admin"])
     findings += run.topic_stage(
         context,
         rollups.denied_topics(topics),

@@ -208,14 +208,33 @@ def denied_topics(topics: Any) -> dict[tuple[str, int], tuple[str, ...]]:
     return {key: tuple(names) for key, names in names_of.items()}
 
 
-def singles_frame(events: Any) -> Any:
+def singles_frame(events: Any, part: str = "all") -> Any:
     """Failed logins, throttled and administrative requests, one row each (a Spark frame;
-    :func:`single_rows` turns its Arrow table into the detectors' rows)."""
+    :func:`single_rows` turns its Arrow table into the detectors' rows).
+
+    ``part`` ``"all"`` gives them all, as ``--follow`` wants them. The batch job asks
+    for two parts the same rows make up: ``"logins"``, the failed logins and the
+    throttled requests that are not administrative (the pass the first detectors wait
+    for, which reads no ``topics`` or ``groups``: those array columns, decoded for every
+    record, cost it a third of its time), and ``"admin"``, the administrative requests
+    (throttled or not), which only the last detectors need, so their pass can run later.
+    """
     from pyspark.sql import functions as F
 
     failure = has(Flag.AUTH_FAILURE)
     admin = has(Flag.OTHER_API) & F.col("api").isin(*ADMIN_APIS)
-    return events.where(has(Flag.AUTH_FAILURE | Flag.THROTTLED) | admin).select(
+    wanted = {
+        "all": has(Flag.AUTH_FAILURE | Flag.THROTTLED) | admin,
+        "logins": failure | (has(Flag.THROTTLED) & ~admin),
+        "admin": admin,
+    }
+    if part not in wanted:
+        raise ValueError(f"unknown part of the singles: {part!r}")
+    if part == "logins":
+        api, targets = F.lit(None).cast("string"), F.lit(None).cast("array<string>")
+    else:
+        api, targets = F.when(admin, F.col("api")), F.when(admin, F.concat("topics", "groups"))
+    return events.where(wanted[part]).select(
         "ts_s",
         F.when(failure, "auth_failure").when(admin, "admin").otherwise("throttled").alias("kind"),
         F.when(failure, F.coalesce("claimed_login", "principal"))
@@ -224,8 +243,8 @@ def singles_frame(events: Any) -> Any:
         "tenant",
         "client_host",
         "throttle_ms",
-        F.when(admin, F.col("api")).alias("api"),
-        F.when(admin, F.concat("topics", "groups")).alias("targets"),
+        api.alias("api"),
+        targets.alias("targets"),
         F.when(admin, has(Flag.ALLOWED)).otherwise(F.lit(True)).alias("allowed"),
     )
 
@@ -245,9 +264,10 @@ def single_rows(table: Any) -> list[Single]:
     ]
 
 
-def singles(events: Any) -> list[Single]:
-    """Failed logins, throttled and administrative requests, one row each."""
-    return single_rows(singles_frame(events).toArrow())
+def singles(events: Any, part: str = "all") -> list[Single]:
+    """Failed logins, throttled and administrative requests, one row each (``part`` as
+    :func:`singles_frame`)."""
+    return single_rows(singles_frame(events, part).toArrow())
 
 
 def topic_users(topics: Any) -> dict[str, dict[str, int]]:

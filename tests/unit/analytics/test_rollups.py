@@ -323,3 +323,48 @@ def test_parquet_with_and_without_stored_flags_gives_the_same_rollups(
     assert rollups.new_topic_rows(parquet_topics, detect_from) == rollups.new_topic_rows(
         topics, detect_from
     )
+
+
+def test_the_batch_parts_of_the_singles_make_up_all_of_them(
+    spark: Any, tmp_path: Path, logs: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    """The batch job reads the failed logins and throttled requests in one pass (no
+    ``topics``/``groups``) and the administrative requests in another: together exactly
+    the rows of ``--follow``'s one pass, a throttled administrative request included."""
+    rng = random.Random(5)
+    records = list(logs[1])
+    for i in range(60):
+        record = request_record(
+            (START + 60 * HOUR + i * 61) * 1000,
+            instance="gw",
+            conn="c",
+            host="10.0.0.9",
+            port=1,
+            principal=rng.choice(["User:a", "User:b"]),
+            tenant="acme",
+            mechanism="PLAIN",
+            api_key_id=None,
+            client_id="app",
+            api=rng.choice(["delete_topics", "delete_groups", "create_topics", "metadata"]),
+            correlation_id=1,
+            topics=["t1", "t2"][: rng.randrange(3)],
+            groups=["g1"][: rng.randrange(2)],
+            decision=rng.choice(["allow", "deny", "partial"]),
+            bytes_in=10,
+            bytes_out=10,
+            records=0,
+            throttle_ms=rng.choice([0, 300]),
+            latency_ms=1.0,
+        )
+        records.append(record)
+    (tmp_path / "access.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    events = rollups.records(rollups.prepare(read_logs(spark, [str(tmp_path)], "json")))
+    whole = rollups.singles(events)
+    logins, admin = rollups.singles(events, "logins"), rollups.singles(events, "admin")
+    assert {s.kind for s in logins} == {"auth_failure", "throttled"}
+    assert {s.kind for s in admin} == {"admin"}
+    assert any(s.throttle_ms > 0 for s in admin)  # throttled, yet administrative
+    assert Counter(logins) + Counter(admin) == Counter(whole)
+    assert [s for s in whole if s.kind == "admin"] == admin
+    with pytest.raises(ValueError, match="unknown part"):
+        rollups.singles_frame(events, "other")
