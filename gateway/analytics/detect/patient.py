@@ -139,8 +139,10 @@ def _split(rows: list[Single], t: Thresholds) -> list[Finding]:
     by span (each joins the group whose first network's span mostly overlaps its own),
     then each group is cut by whom it tried (:func:`_by_victims`): on a gateway of many
     tenants, sprays against different principals run at the same time, over the same
-    span, and time alone cannot part them. Each part that makes a spray is one finding,
-    and the networks left over, together, one more."""
+    span, and time alone cannot part them. Each part that makes a spray is one finding.
+    Parts that do not are not pooled: unrelated one-off failures of many tenants fall
+    together in time, more of them the more tenants, and pooled they looked like one
+    spray (issue 17)."""
     spans: dict[str, list[int]] = {}
     for s in rows:
         span = spans.setdefault(network(s.host or ""), [s.ts, s.ts])
@@ -157,16 +159,11 @@ def _split(rows: list[Single], t: Thresholds) -> list[Finding]:
     for s in rows:
         members[group_of[network(s.host or "")]].append(s)
     found: list[Finding] = []
-    left: list[Single] = []
     for part in (part for group in members for part in _by_victims(group, t)):
         finding = _campaign(part, t)
-        if finding is None:
-            left += part
-        else:
+        if finding is not None:
             found.append(finding)
-    left.sort(key=lambda s: s.ts)
-    rest = _campaign(left, t)
-    return found + ([rest] if rest is not None else [])
+    return found
 
 
 def _by_victims(rows: list[Single], t: Thresholds) -> list[list[Single]]:

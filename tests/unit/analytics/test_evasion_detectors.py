@@ -233,6 +233,18 @@ def test_concurrent_sprays_against_different_principals_are_one_finding_each() -
             assert spray.evidence["networks"] == 5
 
 
+def test_one_off_failures_of_many_tenants_at_once_are_no_spray() -> None:
+    """Regression (issue 17, 10 M records: 5 false sprays): one failed login each, from
+    unfamiliar addresses of many networks, against as many different principals, in the
+    same minutes. Login noise grows with the tenants; nothing ties these together."""
+    log = Log()
+    world(log)
+    for n in range(40):
+        log.login(DETECT + 3600 + n * 7, f"User:t{n}-app", f"10.{n}.14.{n + 10}", False)
+        log.login(DETECT + 3605 + n * 7, f"User:t{n}-app", f"10.{n}.14.{n + 10}", False)
+    assert of(found(log), kinds.DISTRIBUTED_SPRAYING) == []
+
+
 # -- sustained volume and the sale day -------------------------------------------------
 
 
