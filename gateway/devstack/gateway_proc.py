@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +44,20 @@ def _ephemeral_start() -> int:
         return 32768
 
 
-def pick_ports(host: str = "127.0.0.1", span: int = DEV_MAX_NODE_ID + 1) -> tuple[int, int]:
+def pick_ports(
+    host: str = "127.0.0.1", span: int = DEV_MAX_NODE_ID + 1, avoid: Collection[int] = ()
+) -> tuple[int, int]:
     """A free bootstrap port and a free block of ``span`` ports for the brokers, below
     the kernel's range for outgoing connections: a port found free there can be taken
-    by any client's connection before the gateway binds it."""
+    by any client's connection before the gateway binds it. ``avoid``: ports already
+    promised to another listener that is not listening yet."""
     rng = random.Random()
     top = max(_ephemeral_start(), 20000 + 20 * span)
     for _ in range(200):
         base = rng.randrange(20000, top - span)
         bootstrap = base - 1
-        if _ports_free(host, [bootstrap, *range(base, base + span)]):
+        ports = [bootstrap, *range(base, base + span)]
+        if not set(ports) & set(avoid) and _ports_free(host, ports):
             return bootstrap, base
     raise RuntimeError("no free block of loopback ports for the gateway")
 

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .gateway_proc import GatewayProcess, _alive, dev_config, pick_ports
+from .gateway_proc import DEV_MAX_NODE_ID, GatewayProcess, _alive, dev_config, pick_ports
 from .kafka_cluster import KafkaCluster
 
 log = logging.getLogger("kgw.dev")
@@ -54,7 +54,8 @@ def stack_config(directory: Path, bootstrap_servers: str) -> dict[str, Any]:
         "# dev stack: rules written by kgw tenant / kgw policy\n"
     )
     bootstrap_port, base = pick_ports()
-    tenant_bootstrap, tenant_base = pick_ports()
+    local_ports = range(bootstrap_port, base + DEV_MAX_NODE_ID + 1)
+    tenant_bootstrap, tenant_base = pick_ports(avoid=local_ports)
     config = dev_config(bootstrap_servers, bootstrap_port, base)
     config["listeners"][0]["principal"] = ADMIN
     config["listeners"].append(

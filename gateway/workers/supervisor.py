@@ -122,8 +122,11 @@ class Supervisor:
             if isinstance(command, Spawn):
                 self._spawn(command.slot)
             elif isinstance(command, Signal):
+                proc = self.procs.get(command.pid)
+                if proc is None:  # exited and reaped since the pool decided to signal it
+                    continue
                 with contextlib.suppress(ProcessLookupError):
-                    self.procs[command.pid].send_signal(command.signum)
+                    proc.send_signal(command.signum)
             elif isinstance(command, Exit):
                 return command.code
         return None

@@ -257,4 +257,6 @@ def test_a_consumer_over_its_fetch_quota_is_slowed_and_another_tenant_is_not(
         if b.get("throttle", {}).get("max", 0) > 0
     ]  # fmt: skip
     assert throttled, "throttle_time_ms never reached the consumer's statistics"
-    assert abs(together - alone) <= 0.10 * alone, together / alone
+    # Not slowed: the other tenant keeps at least 90 % of its rate alone (faster with the
+    # greedy one on is the machine's drift between windows, not unfairness).
+    assert together >= 0.90 * alone, together / alone
