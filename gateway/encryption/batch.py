@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import crc32c
 
@@ -99,13 +100,13 @@ def split(blob: bytes) -> list[bytes | Raw]:
     return out
 
 
-def parse(data: bytes) -> Batch:
-    """One whole v2 batch (CRC checked), records decompressed and parsed."""
+def checked(data: bytes) -> tuple[tuple[Any, ...], bytes]:
+    """A whole v2 batch's header fields (magic, length and CRC-32C checked) and its
+    records' bytes, decompressed."""
     if len(data) < HEADER_SIZE:
         raise BatchError("batch shorter than its header")
-    (base, length, epoch, magic, crc, attrs, last, base_ts, max_ts, pid, pepoch, seq, count) = (
-        HEADER.unpack_from(data, 0)
-    )
+    fields = HEADER.unpack_from(data, 0)
+    length, magic, crc, attrs = fields[1], fields[3], fields[4], fields[5]
     if magic != 2:
         raise BatchError(f"magic {magic}, not 2")
     if length + 12 != len(data):
@@ -116,6 +117,13 @@ def parse(data: bytes) -> Batch:
     codec = attrs & COMPRESSION_MASK
     if codec:
         body = decompress(codec, body)
+    return fields, body
+
+
+def parse(data: bytes) -> Batch:
+    """One whole v2 batch (CRC checked), records decompressed and parsed."""
+    fields, body = checked(data)
+    (base, _, epoch, _, _, attrs, last, base_ts, max_ts, pid, pepoch, seq, count) = fields
     batch = Batch(base, epoch, attrs, last, base_ts, max_ts, pid, pepoch, seq)
     reader = _Reader(body)
     for _ in range(count):

@@ -23,8 +23,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from . import envelope
-from .batch import COMPRESSION_MASK, CRC_START, HEADER, HEADER_SIZE, BatchError
-from .compression import compress, decompress
+from .batch import COMPRESSION_MASK, CRC_START, HEADER_SIZE, BatchError, checked
+from .compression import compress
 from .envelope import IV_SIZE, MAGIC, TAG_SIZE, EnvelopeError, KeyRef
 
 _CRC = struct.Struct(">I")
@@ -80,19 +80,8 @@ class Head:
     __slots__ = ("attributes", "body", "count", "data")
 
     def __init__(self, data: bytes) -> None:
-        if len(data) < HEADER_SIZE:
-            raise BatchError("batch shorter than its header")
-        fields = HEADER.unpack_from(data, 0)
-        length, magic, crc, attrs, count = fields[1], fields[3], fields[4], fields[5], fields[12]
-        if magic != 2:
-            raise BatchError(f"magic {magic}, not 2")
-        if length + 12 != len(data):
-            raise BatchError("batch length does not match its bytes")
-        if crc32c.crc32c(memoryview(data)[CRC_START:]) != crc:
-            raise BatchError("CRC-32C mismatch")
-        body = data[HEADER_SIZE:]
-        if attrs & COMPRESSION_MASK:
-            body = decompress(attrs & COMPRESSION_MASK, body)
+        fields, body = checked(data)
+        attrs, count = fields[5], fields[12]
         if count < 0:
             raise BatchError("negative record count")
         self.data = data
