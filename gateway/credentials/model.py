@@ -16,7 +16,9 @@ from .hashing import SCRAM_HASHES, b64, unb64
 
 KeyState = Literal["active", "revoked"]
 PRINCIPAL_RE = re.compile(r"User:\S(?:[^\x00-\x1f\x7f]*\S)?")
-TENANT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# a tenant name (also the tenants' own grammar, gateway/tenants/model.py): no dots, so
+# no tenant's "<name>." prefix lies inside another's
+TENANT_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?")
 SCRAM_USER_RE = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
 DESCRIPTION_MAX = 256
 
@@ -37,7 +39,10 @@ def check_principal(principal: str) -> str:
 
 def check_tenant(tenant: str) -> str:
     if not TENANT_RE.fullmatch(tenant):
-        raise InvalidCredential(f"tenant must match {TENANT_RE.pattern}, got {tenant!r}")
+        raise InvalidCredential(
+            f"tenant {tenant[:80]!r}: 1-48 of a-z, 0-9 and '-', starting and ending with a "
+            "letter or digit (the tenant's name, as `kgw tenant create` made it)"
+        )
     return tenant
 
 

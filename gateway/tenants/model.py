@@ -9,7 +9,6 @@ tenant's prefix can be the start of another's.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -24,6 +23,7 @@ from ..authz.model import (
     Permission,
     ResourceType,
 )
+from ..credentials.model import TENANT_RE
 from ..quotas.licence import tenant_prefix
 
 TenantState = Literal["active", "suspended", "deleted"]
@@ -32,7 +32,7 @@ NamespaceMode = Literal["prefixed", "transparent"]
 NAMESPACE_MODES: tuple[NamespaceMode, ...] = ("prefixed", "transparent")
 STATES: tuple[TenantState, ...] = ("active", "suspended", "deleted")
 BLOCKED_STATES = frozenset({"suspended", "deleted"})
-NAME_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?")
+NAME_RE = TENANT_RE
 ANY_HOST = "*"
 
 

@@ -103,6 +103,25 @@ async def test_invalid_credentials_are_refused(file_store: CredentialStore) -> N
         await file_store.put_scram("u\n", "SCRAM-SHA-256", "pw", iterations=4096, actor="a")
 
 
+@pytest.mark.parametrize("tenant", ["acme.eu", "Acme", "acme_eu", "-acme", "acme-", "a" * 49, ""])
+async def test_a_key_is_refused_for_a_name_no_tenant_can_have(
+    file_store: CredentialStore, tenant: str
+) -> None:
+    # "acme.eu" would put the key's tenant prefix ("acme.eu.") inside tenant acme's
+    with pytest.raises(InvalidCredential, match="1-48 of a-z"):
+        await file_store.create_api_key(principal="User:a", tenant=tenant, actor="a")
+    assert await file_store.list_api_keys() == []
+
+
+async def test_scram_credentials_are_held_to_the_same_tenant_names(
+    file_store: CredentialStore,
+) -> None:
+    with pytest.raises(InvalidCredential, match="1-48 of a-z"):
+        await file_store.put_scram(
+            "u", "SCRAM-SHA-256", "pw", iterations=4096, actor="a", tenant="acme.eu"
+        )
+
+
 async def test_revocation_reaches_another_instance_at_once(store: CredentialStore) -> None:
     key, _ = await store.create_api_key(principal="User:a", tenant="t", actor="a")
     other = second_instance(store)
