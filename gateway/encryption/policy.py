@@ -14,6 +14,7 @@ class Rule:
     kek: str
     key: bool
     headers: bool
+    batch: bool = False  # granularity "batch": one envelope per batch (format 2)
 
 
 class Policies:
@@ -38,5 +39,10 @@ class Policies:
                 continue
             if topic in policy.topics or topic.startswith(tuple(policy.prefixes)):
                 kek = policy.kek or tenant or DEFAULT_KEK
-                return Rule(kek, "key" in policy.fields, "headers" in policy.fields)
+                return Rule(
+                    kek,
+                    "key" in policy.fields,
+                    "headers" in policy.fields,
+                    policy.granularity == "batch",
+                )
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from . import envelope
+from . import batchenv, envelope
 from .batch import CONTROL, HEADER_SIZE, Batch, BatchError, Raw, Record, encode, parse, split
 from .compression import CompressionError
 from .deks import DekCache
@@ -28,6 +28,18 @@ class RecordsError(ValueError):
 
 
 def encrypt_records(blob: bytes, topic: str, rule: Rule, deks: DekCache) -> bytes:
+    if rule.batch:  # one envelope per batch (format 2, ``batchenv``): one DEK use each
+        heads = [_head(piece) for piece in _split(blob)]
+        name = topic.encode("utf-8")
+        made = deks.made
+        sealed_batches = []
+        for head in heads:
+            ref, aead = deks.encryptor(rule.kek, 1, deks.made > made)
+            try:
+                sealed_batches.append(batchenv.seal(head, aead, ref, name))
+            except (EnvelopeError, BatchError) as exc:
+                raise RecordsError(f"cannot seal: {exc}") from None
+        return b"".join(sealed_batches)
     if not rule.key and not rule.headers:  # values only: the fast path (``fastpath``)
         heads = [_head(piece) for piece in _split(blob)]
         if all(h.count <= deks.config.max_uses for h in heads):
@@ -138,6 +150,10 @@ def decrypt_records(blob: bytes, topic: str, deks: DekCache) -> bytes:
             head = Head(piece)
             if MAGIC not in head.body:  # no envelope can be in it
                 out.append(piece)
+                continue
+            span = batchenv.envelope_of(head)
+            if span is not None:  # a whole batch in one envelope (format 2)
+                out.append(batchenv.open_(head, span, deks.decryptor, name))
                 continue
             opened = open_batch(head, deks.decryptor, name)
         except (BatchError, CompressionError, EnvelopeError) as exc:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..kms.settings import KmsConfig
 
 Field_ = Literal["value", "key", "headers"]
+Granularity = Literal["record", "batch"]
 ANY_TENANT = "*"
 
 
@@ -26,6 +27,11 @@ class PolicyConfig(_Strict):
     topics: list[str] = []
     prefixes: list[str] = []
     fields: list[Field_] = ["value"]
+    # record: each record's value (and key/headers per ``fields``) in its own envelope
+    # (wire format 1; works on compacted topics). batch: a batch's records, keys and
+    # headers in one envelope (wire format 2; far cheaper, hides keys, headers and
+    # record sizes; a compacted topic refuses it: its records need a key)
+    granularity: Granularity = "record"
     kek: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
