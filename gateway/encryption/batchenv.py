@@ -289,4 +289,3 @@ def open_(
     out += plain
     _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
-

@@ -166,6 +166,10 @@ class EncryptionFilter(BaseFilter):
     # -- Fetch -----------------------------------------------------------------------
 
     def on_response(self, call: ResponseCall) -> None:
+        if call.api_key == PRODUCE:
+            if self.policies.seals_batches(call.context.tenant):
+                self._explain_keyless(call)
+            return
         if call.api_key == METADATA:
             for entry in call.body.topics:
                 topic_id = getattr(entry, "topic_id", None)
@@ -199,6 +203,35 @@ class EncryptionFilter(BaseFilter):
             responses.append(topic)
         if changed:
             call.evolve(responses=tuple(responses))
+
+    def _explain_keyless(self, call: ResponseCall) -> None:
+        """A compacted topic refuses a batch sealed whole (its envelope record has no
+        key): the broker's answer says so in terms of records the client never wrote,
+        so the partition's error message says what to change."""
+        topics = []
+        changed = False
+        for topic in call.body.responses:
+            name = self._name_of(topic, "name")
+            rule = None if name is None else self.policies.rule(call.context.tenant, name)
+            parts = []
+            for part in topic.partition_responses:
+                if rule is not None and rule.batch and _keyless_refusal(part):
+                    reason = (
+                        f"topic {name!r} is compacted: its records need keys, and the "
+                        "encryption policy seals whole batches (granularity: batch, no "
+                        "key); it needs granularity: record"
+                    )
+                    call.context.log.warning(
+                        "produce refused by the broker: %s",
+                        reason,
+                        extra={"event": "encryption_refused", "principal": call.context.principal},
+                    )
+                    part = dataclasses.replace(part, error_message=reason)
+                    changed = True
+                parts.append(part)
+            topics.append(dataclasses.replace(topic, partition_responses=tuple(parts)))
+        if changed:
+            call.evolve(responses=tuple(topics))
 
     def _decrypt(self, call: ResponseCall, topic: str, partition: Any) -> Any:
         records = partition.records
@@ -234,6 +267,15 @@ class EncryptionFilter(BaseFilter):
         if name is not None:
             return str(name)
         return self.topic_names.get(getattr(topic, "topic_id", None))
+
+
+def _keyless_refusal(part: Any) -> bool:
+    """A Produce partition answer (v8+) refusing records for having no key."""
+    if part.error_code != ErrorCode.invalid_record or not hasattr(part, "error_message"):
+        return False
+    texts = [part.error_message or ""]
+    texts += [e.batch_index_error_message or "" for e in part.record_errors]
+    return any("without key" in text for text in texts)
 
 
 def _errors(exc: ValidationError) -> str:

@@ -28,6 +28,12 @@ class Policies:
         requests are not even decoded)."""
         return any(p.tenant in (ANY_TENANT, tenant) for p in self._policies)
 
+    def seals_batches(self, tenant: str | None) -> bool:
+        """Whether some policy seals whole batches of ``tenant``'s records."""
+        return any(
+            p.tenant in (ANY_TENANT, tenant) and p.granularity == "batch" for p in self._policies
+        )
+
     def any_covers(self, topic: str) -> bool:
         """Whether some policy (of any tenant) covers ``topic``: its fetches are scanned."""
         return topic in self._names or topic.startswith(self._prefixes)

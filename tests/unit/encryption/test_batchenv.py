@@ -10,10 +10,12 @@ import struct
 from pathlib import Path
 
 import crc32c
+import kio.schema.produce.v9.response as p9r
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from kio.schema.errors import ErrorCode
 
-from gateway.encryption import batchenv
+from gateway.encryption import EncryptionFilter, batchenv
 from gateway.encryption.batch import CRC_START, TRANSACTIONAL, Batch, Record, encode, parse
 from gateway.encryption.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from gateway.encryption.deks import DekCache
@@ -22,7 +24,7 @@ from gateway.encryption.fastpath import Head
 from gateway.encryption.policy import Rule
 from gateway.encryption.records import RecordsError, decrypt_records, encrypt_records
 
-from .test_filter import make_filter
+from .test_filter import batch, fetch_v12, make_filter, produce_v9, run_request, run_response
 
 REF = KeyRef("acme", 3, b"\x07" * 40)
 AEAD = AESGCM(os.urandom(32))
@@ -176,9 +178,7 @@ def test_mixed_v1_v2_and_clear_batches_on_one_partition(tmp_path: Path) -> None:
     log = b"".join(brokered(b, base=n) for b, n in ((v1, 0), (third, 30), (v2, 35)))
     back = decrypt_records(log, "enc.t", deks)
     want = b"".join(brokered(b, base=n) for b, n in ((first, 0), (third, 30), (second, 35)))
-    assert [parse(b).records for b in _batches(back)] == [
-        parse(b).records for b in _batches(want)
-    ]
+    assert [parse(b).records for b in _batches(back)] == [parse(b).records for b in _batches(want)]
     # a truncated tail after a v2 batch is dropped, as with v1
     assert decrypt_records(log[:-10], "enc.t", deks) == b"".join(_batches(back)[:2])
     # the wrong topic: the partition fails, no ciphertext handed out
@@ -190,3 +190,69 @@ def _batches(blob: bytes) -> list[bytes]:
     from gateway.encryption.batch import split
 
     return [p for p in split(blob) if isinstance(p, bytes)]
+
+
+def batch_filter(tmp_path: Path) -> EncryptionFilter:
+    item = EncryptionFilter(
+        {
+            "kms": {
+                "backend": "file",
+                "file": {"path": str(tmp_path / "keks.json")},
+                "allow_development_backend": True,
+            },
+            "policies": [
+                {"tenant": "*", "prefixes": ["enc.b."], "granularity": "batch"},
+                {"tenant": "*", "prefixes": ["enc."]},
+            ],
+        }
+    )
+    item.kms.create("acme")
+    return item
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP, ZSTD])
+def test_the_filter_seals_per_batch_where_the_policy_says(tmp_path: Path, codec: int) -> None:
+    item = batch_filter(tmp_path)
+    original = batch(codec)
+    call = run_request(item, produce_v9("enc.b.orders", original))
+    sealed = bytes(call.body.topic_data[0].partition_data[0].records)
+    stored = parse(sealed)
+    assert stored.compression == NONE and len(stored.records) == 2
+    value = stored.records[0].value
+    assert value is not None and value[:4] == b"KGE\x02" and b"MARKER" not in sealed
+    back = run_response(item, fetch_v12("enc.b.orders", sealed))
+    assert bytes(back.body.responses[0].partitions[0].records) == original
+    # the record-granularity rule still applies elsewhere
+    other = run_request(item, produce_v9("enc.r", original))
+    first = parse(bytes(other.body.topic_data[0].partition_data[0].records)).records[0]
+    assert first.value is not None and first.value[:4] == b"KGE\x01"
+
+
+def test_a_batch_that_does_not_decrypt_fails_its_partition(tmp_path: Path) -> None:
+    item = batch_filter(tmp_path)
+    call = run_request(item, produce_v9("enc.b.t", batch()))
+    sealed = bytes(call.body.topic_data[0].partition_data[0].records)
+    part = run_response(item, fetch_v12("enc.b.other", sealed)).body.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.corrupt_message and not part.records
+
+
+def test_a_compacted_topics_refusal_says_what_to_change(tmp_path: Path) -> None:
+    item = batch_filter(tmp_path)
+    refusal = p9r.PartitionProduceResponse(
+        index=0, error_code=ErrorCode.invalid_record, base_offset=-1,
+        record_errors=(p9r.BatchIndexAndErrorMessage(
+            batch_index=0,
+            batch_index_error_message="Compacted topic cannot accept message without key",
+        ),),
+        error_message="One or more records have been rejected",
+    )  # fmt: skip
+    body = p9r.ProduceResponse(
+        responses=(p9r.TopicProduceResponse(name="enc.b.c", partition_responses=(refusal,)),)
+    )
+    part = run_response(item, body, key=0).body.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.invalid_record
+    assert "granularity: record" in (part.error_message or "")
+    other = p9r.ProduceResponse(
+        responses=(p9r.TopicProduceResponse(name="enc.r", partition_responses=(refusal,)),)
+    )
+    assert not run_response(item, other, key=0).replaced
