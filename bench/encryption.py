@@ -3,18 +3,22 @@ the same run, against the same cluster.
 
 ``python -m bench.encryption [--quick] [--megabytes N] [--nodes N] [--profile]``
 starts a cluster, a SoftHSM2 token (``gateway.devstack.softhsm``) with one KEK, and
-two gateways: ``plain`` (no filters) and ``encrypting`` (every ``enc.`` topic
-encrypted, PKCS#11 backend). For 1 KiB and 100-byte records (the same number of bytes
-for both: ``--megabytes``, default 100; ``--quick``: 20) it runs Kafka's
-ProducerPerformance (acks=all) and ConsumerPerformance through each gateway,
-alternating, and reads each gateway's CPU time from ``/proc/<pid>/stat`` around each
-run. It prints a table and writes ``bench/results/encryption-[quick-]<stamp>.json``
-and ``-latest.json``: throughput (MB/s; consume: the fetch phase, without the group
-join), gateway CPU-seconds per GB, and encrypting / plain ratios (issue 18's target:
->= 0.7 for throughput). ``--profile``: afterwards, a third gateway (encrypting, under
-cProfile, CPU clock) gets one produce and one consume run per size; its top functions
-go to ``bench/results/encryption-profile-<stamp>-<size>-<phase>.txt``. On a shared
-machine wall-clock ratios are noisy: CPU per GB is the figure to trust.
+two gateways: ``plain`` (no filters) and ``encrypting`` (PKCS#11 backend; ``enc.b.``
+topics sealed per batch, granularity ``batch``, wire format 2; other ``enc.`` topics
+per record, granularity ``record``, format 1). For 1 KiB and 100-byte records (the
+same number of bytes for both: ``--megabytes``, default 100; ``--quick``: 20) it runs
+Kafka's ProducerPerformance (acks=all) and ConsumerPerformance through the plain
+gateway, then the encrypting one with each granularity, and reads each gateway's CPU
+time from ``/proc/<pid>/stat`` around each run. Then, in process (no sockets), the
+filter's own CPU per GB for each granularity (``filter_cpu_s_per_gb``). It prints a
+table and writes ``bench/results/encryption-[quick-]<stamp>.json`` and
+``-latest.json``: throughput (MB/s; consume: the fetch phase, without the group join),
+gateway CPU-seconds per GB, and encrypting / plain ratios per granularity (issue 18's
+target: >= 0.7 for throughput). ``--profile``: afterwards, a third gateway
+(encrypting, under cProfile, CPU clock) gets one produce and one consume run per size
+and granularity; its top functions go to
+``bench/results/encryption-profile-<stamp>-<size>-<granularity>-<phase>.txt``. On a
+shared machine wall-clock ratios are noisy: CPU per GB is the figure to trust.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ from gateway.kms.settings import KmsConfig
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 3
 SIZES = (1024, 100)
+GRANULARITIES = {"record": "enc.", "batch": "enc.b."}  # topic prefixes, per the policies
+POLICIES = [
+    {"tenant": "*", "prefixes": ["enc.b."], "granularity": "batch"},
+    {"tenant": "*", "prefixes": ["enc."]},
+]
 
 
 def say(text: str) -> None:
@@ -103,22 +112,69 @@ def ratios(plain: dict[str, Any], enc: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def table(results: dict[str, Any]) -> str:
+def table(results: dict[str, Any], filter_cpu: dict[str, Any]) -> str:
     lines = [
-        f"{'size':>6} {'phase':<8} {'plain MB/s':>10} {'enc MB/s':>9} {'ratio':>6}"
-        f" {'plain CPU-s/GB':>14} {'enc CPU-s/GB':>12}  target >= 0.7"
+        f"{'size':>6} {'granularity':<11} {'phase':<8} {'plain MB/s':>10} {'enc MB/s':>9}"
+        f" {'ratio':>6} {'plain CPU-s/GB':>14} {'enc CPU-s/GB':>12} {'filter':>7}"
+        "  target >= 0.7"
     ]
     for size, runs in results.items():
-        plain, enc, r = runs["plain"], runs["encrypting"], runs["ratios"]
-        for phase in ("produce", "consume"):
-            ratio = r[f"{phase}_throughput"]
-            lines.append(
-                f"{size:>6} {phase:<8} {plain[f'{phase}_mb_per_s']:>10.2f}"
-                f" {enc[f'{phase}_mb_per_s']:>9.2f} {ratio:>6.2f}"
-                f" {plain[f'{phase}_cpu_s_per_gb']:>14.2f} {enc[f'{phase}_cpu_s_per_gb']:>12.2f}"
-                f"  {'met' if ratio >= 0.7 else 'NOT met'}"
-            )
+        plain = runs["plain"]
+        for granularity in GRANULARITIES:
+            enc, r = runs[granularity], runs["ratios"][granularity]
+            for phase in ("produce", "consume"):
+                ratio = r[f"{phase}_throughput"]
+                own = filter_cpu.get(size, {}).get(granularity, {}).get(phase, float("nan"))
+                lines.append(
+                    f"{size:>6} {granularity:<11} {phase:<8} {plain[f'{phase}_mb_per_s']:>10.2f}"
+                    f" {enc[f'{phase}_mb_per_s']:>9.2f} {ratio:>6.2f}"
+                    f" {plain[f'{phase}_cpu_s_per_gb']:>14.2f}"
+                    f" {enc[f'{phase}_cpu_s_per_gb']:>12.2f} {own:>7.2f}"
+                    f"  {'met' if ratio >= 0.7 else 'NOT met'}"
+                )
+    lines.append("filter: the encryption filter's own CPU-s/GB, in process (records functions)")
     return "\n".join(lines)
+
+
+def filter_cpu(root: Path, megabytes: int) -> dict[str, Any]:
+    """CPU-seconds per GB of the filter's produce and fetch work alone, in process, for
+    each size and granularity: batches of 16 KiB (ProducerPerformance's batch.size),
+    the development file key manager (one DEK: key manager calls are not measured)."""
+    from gateway.encryption.batch import Batch, Record, encode
+    from gateway.encryption.deks import DekCache
+    from gateway.encryption.policy import Rule
+    from gateway.encryption.records import decrypt_records, encrypt_records
+    from gateway.encryption.settings import DekConfig
+    from gateway.kms.filekms import FileKms
+
+    kms = FileKms(root / "bench-keks.json")
+    kms.create("bench")
+    deks = DekCache(kms, DekConfig())
+    out: dict[str, Any] = {}
+    for size in SIZES:
+        per_batch = max(1, 16384 // (size + 10))
+        recs = [Record(i, i, None, os.urandom(size)) for i in range(per_batch)]
+        clear = encode(Batch(0, 0, 0, per_batch - 1, 1000, 1000 + per_batch, -1, -1, -1, recs))
+        batches = max(1, megabytes * 1_000_000 // (size * per_batch))
+        gigabytes = batches * per_batch * size / 1e9
+        out[str(size)] = {}
+        for granularity in GRANULARITIES:
+            rule = Rule("bench", False, False, batch=granularity == "batch")
+            sealed = encrypt_records(clear, "enc.bench", rule, deks)
+            decrypt_records(sealed, "enc.bench", deks)  # the DEK unwrapped once
+            start = time.process_time()
+            for _ in range(batches):
+                encrypt_records(clear, "enc.bench", rule, deks)
+            middle = time.process_time()
+            for _ in range(batches):
+                decrypt_records(sealed, "enc.bench", deks)
+            end = time.process_time()
+            out[str(size)][granularity] = {
+                "produce": (middle - start) / gigabytes,
+                "consume": (end - middle) / gigabytes,
+            }
+            say(f"in process, {size} B, {granularity}: {out[str(size)][granularity]}")
+    return out
 
 
 def profile(
@@ -139,8 +195,10 @@ def profile(
     files: dict[str, str] = {}
     index = 0
     try:
-        for size, records in sizes.items():
-            topic = f"enc.bench-profile-{size}-{int(time.time())}"
+        for size, records, granularity in (
+            (s, r, g) for s, r in sizes.items() for g in GRANULARITIES
+        ):
+            topic = f"{GRANULARITIES[granularity]}bench-profile-{size}-{int(time.time())}"
             admin.create_topics([NewTopic(topic, PARTITIONS, min(3, nodes))])[topic].result(60)
             for phase in ("produce", "consume"):
                 index += 1
@@ -152,10 +210,13 @@ def profile(
                     args = perf.consumer_args(topic, gateway.bootstrap, records, 120_000)
                     tool(cluster, "consumer-perf", args)
                 window = gateway.end_window(index)
-                path = RESULTS / f"encryption-profile-{stamp}-{size}-{phase}.txt"
-                head = f"{records} records of {size} B, {phase}; profile window: {window}\n"
+                path = RESULTS / f"encryption-profile-{stamp}-{size}-{granularity}-{phase}.txt"
+                head = (
+                    f"{records} records of {size} B, granularity {granularity}, {phase};"
+                    f" profile window: {window}\n"
+                )
                 path.write_text(head + "\n" + top_functions(prefix, index, "cprofile"))
-                files[f"{size}-{phase}"] = str(path)
+                files[f"{size}-{granularity}-{phase}"] = str(path)
                 say(f"profile written to {path}")
     finally:
         gateway.stop()
@@ -189,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             "module": "gateway.encryption:EncryptionFilter",
             "config": {
                 "kms": hsm.kms_config(),
-                "policies": [{"tenant": "*", "prefixes": ["enc."]}],
+                "policies": POLICIES,
             },
         }
         configs = {}
@@ -200,14 +261,18 @@ def main(argv: list[str] | None = None) -> int:
             gateways[name].start(expected_brokers=a.nodes)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         for size, records in sizes.items():
-            runs: dict[str, Any] = {}
-            for name in ("plain", "encrypting"):
-                topic = f"enc.bench-{name}-{size}-{int(time.time())}"
+            runs: dict[str, Any] = {"ratios": {}}
+            for run, via, prefix in (
+                ("plain", "plain", "enc."),
+                *((g, "encrypting", p) for g, p in GRANULARITIES.items()),
+            ):
+                topic = f"{prefix}bench-{run}-{size}-{int(time.time())}"
                 future = admin.create_topics([NewTopic(topic, PARTITIONS, min(3, a.nodes))])
                 future[topic].result(60)
-                say(f"{size} B records through {name}: {records} records")
-                runs[name] = run_one(cluster, gateways[name], topic, records, size)
-            runs["ratios"] = ratios(runs["plain"], runs["encrypting"])
+                say(f"{size} B records through {via} ({run}): {records} records")
+                runs[run] = run_one(cluster, gateways[via], topic, records, size)
+            for granularity in GRANULARITIES:
+                runs["ratios"][granularity] = ratios(runs["plain"], runs[granularity])
             say(f"{size} B ratios (encrypting / plain): {json.dumps(runs['ratios'])}")
             results[str(size)] = runs
         for gateway in gateways.values():
@@ -222,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         for gateway in gateways.values():
             gateway.stop()
         cluster.stop()
+    own = filter_cpu(root, megabytes)
     elapsed = time.monotonic() - started
-    say("\n" + table(results))
+    say("\n" + table(results, own))
     say(f"duration: {elapsed:.0f} s; load average at the end: {os.getloadavg()}")
     doc = {
         "bench": "encryption",
@@ -235,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": elapsed,
         "load_average_at_end": os.getloadavg(),
         "note": "on a shared, contended machine wall-clock ratios are noisy; CPU per GB holds",
+        "granularities": {"record": "wire format 1", "batch": "wire format 2"},
         "results": results,
+        "filter_cpu_s_per_gb": own,
         "profiles": profiles,
     }
     RESULTS.mkdir(exist_ok=True)

@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .batch import COMPRESSION_MASK, CRC_START, HEADER, HEADER_SIZE, BatchError
 from .envelope import IV_SIZE, MAGIC, TAG_SIZE, EnvelopeError, KeyRef
-from .fastpath import Head, zigzag
+from .fastpath import Head, _headers, zigzag
 
 VERSION = 2
 PREFIX = MAGIC + bytes((VERSION,))
@@ -97,37 +97,57 @@ def header(ref: KeyRef, codec: int, base_timestamp: int, iv: bytes) -> bytes:
 
 def _max_delta(body: bytes, count: int) -> int:
     """Walk the producer's records (decompressed): each well formed, offset deltas
-    0..count-1, nothing left over; the largest timestamp delta."""
+    0..count-1, nothing left over; the largest timestamp delta. Varints of one byte
+    (most) are read inline: a call each would cost more than the record's AES-GCM."""
     pos = 0
     size = len(body)
     top = None
     try:
         for index in range(count):
-            length, start = _varint(body, pos, size)
+            byte = body[pos]
+            if byte < 0x80:
+                length, start = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                length, start = _varint(body, pos, size)
             end = start + length
             if length < 6 or end > size:
                 raise BatchError("record runs past the end")
-            delta, at = _varint(body, start + 1, end)
-            offset, at = _varint(body, at, end)
+            byte = body[start + 1]
+            if byte < 0x80:
+                delta, at = (byte >> 1) ^ -(byte & 1), start + 2
+            else:
+                delta, at = _varint(body, start + 1, end)
+            byte = body[at]
+            if byte < 0x80:
+                offset, at = (byte >> 1) ^ -(byte & 1), at + 1
+            else:
+                offset, at = _varint(body, at, end)
             if offset != index:
                 raise BatchError(f"record {index} has offset delta {offset}")
-            for _field in range(2):  # key, value
+            byte = body[at]  # the key's length
+            if byte < 0x80:
+                if byte & 1 and byte != 1:
+                    raise BatchError("negative key length")
+                at += 1 + (byte >> 1 if byte != 1 else 0)
+            else:
                 length, at = _varint(body, at, end)
                 if length < -1:
-                    raise BatchError("negative key or value length")
+                    raise BatchError("negative key length")
                 at += max(length, 0)
-            count_h, at = _varint(body, at, end)
-            if count_h < 0:
-                raise BatchError("negative header count")
-            for _header in range(count_h):
-                length, at = _varint(body, at, end)
-                if length < 0:
-                    raise BatchError("header key is null")
-                at += length
+            byte = body[at]  # the value's length
+            if byte < 0x80:
+                if byte & 1 and byte != 1:
+                    raise BatchError("negative value length")
+                at += 1 + (byte >> 1 if byte != 1 else 0)
+            else:
                 length, at = _varint(body, at, end)
                 if length < -1:
-                    raise BatchError("negative header value length")
+                    raise BatchError("negative value length")
                 at += max(length, 0)
+            if body[at] == 0:  # no headers
+                at += 1
+            else:
+                at = _headers(body, at, end)
             if at != end:
                 raise BatchError("record length does not match its fields")
             if top is None or delta > top:

@@ -61,9 +61,11 @@ def encrypting(gateway_factory: GatewayFactory, hsm: SoftHsm, kms: Pkcs11Kms) ->
         "kms": hsm.kms_config(),
         "dek": {"max_age_seconds": DEK_AGE, "decrypt_cache_seconds": DEK_AGE},
         "policies": [
+            {"tenant": "*", "prefixes": ["enc.a.bt."], "kek": "alpha", "granularity": "batch"},
             {"tenant": "*", "prefixes": ["enc.a."], "kek": "alpha"},
             {"tenant": "*", "prefixes": ["enc.b."], "kek": "beta"},
             {"tenant": "*", "prefixes": ["enc.kh."], "fields": ["value", "key", "headers"]},
+            {"tenant": "*", "prefixes": ["enc.bt.", "enc.java.bt."], "granularity": "batch"},
             {"tenant": "*", "prefixes": ["enc."]},
         ],
     }
@@ -153,19 +155,37 @@ def segments_contain(cluster: KafkaCluster, topic: str, needle: bytes) -> bool:
     return found
 
 
+def sealed_per_batch(direct: list[Any]) -> bool:
+    """What a direct consumer gets of batches sealed whole (wire format 2): envelopes
+    and placeholders, no keys, no headers."""
+    return bool(direct) and all(
+        m.key() is None
+        and not m.headers()
+        and (m.value() is None or (m.value()[:4] == b"KGE\x02" and b"MARKER" not in m.value()))
+        for m in direct
+    )
+
+
+@pytest.mark.parametrize("granularity", ["record", "batch"])
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_confluent_round_trip_and_ciphertext_at_rest(
-    encrypting: GatewayProcess, kafka_cluster: KafkaCluster, codec: str
+    encrypting: GatewayProcess, kafka_cluster: KafkaCluster, codec: str, granularity: str
 ) -> None:
-    topic = new_topic(encrypting.bootstrap, "enc.c.")
+    topic = new_topic(encrypting.bootstrap, "enc.c." if granularity == "record" else "enc.bt.c.")
     sent = produce(encrypting.bootstrap, topic, 40, codec, **{"compression.type": codec})
     got = consume(encrypting.bootstrap, topic, len(sent), assign=codec != "none")
     assert as_sent(got) == [(k, v, h, t) for k, v, h, t in sent]
     assert [m.offset() for m in got] == list(range(len(sent)))
     direct = consume(kafka_cluster.bootstrap_servers, topic, len(sent), assign=True)
     assert len(direct) == len(sent)
-    assert all(m.value()[:4] == b"KGE\x01" and b"MARKER" not in m.value() for m in direct)
-    assert [m.key() for m in direct] == [k for k, *_ in sent]  # keys stay (per policy)
+    if granularity == "record":
+        assert all(m.value()[:4] == b"KGE\x01" and b"MARKER" not in m.value() for m in direct)
+        assert [m.key() for m in direct] == [k for k, *_ in sent]  # keys stay (per policy)
+    else:
+        assert sealed_per_batch(direct) and direct[0].value()[:4] == b"KGE\x02"
+        assert [m.timestamp()[1] for m in direct][-1] == sent[-1][3]  # the batch's max
+        assert not segments_contain(kafka_cluster, topic, b"key-")
+        assert not segments_contain(kafka_cluster, topic, b"hv-")
     assert not segments_contain(kafka_cluster, topic, b"MARKER-")
 
 
@@ -203,10 +223,11 @@ def test_unencrypted_topic_and_earlier_records_pass_unchanged(
     assert [(m.key(), m.value()) for m in got[6:]] == [(b"forged", forged)], got[6:]
 
 
+@pytest.mark.parametrize("prefix", ["enc.tx.", "enc.bt.tx."])
 def test_transactional_producer_and_read_committed(
-    encrypting: GatewayProcess, kafka_cluster: KafkaCluster
+    encrypting: GatewayProcess, kafka_cluster: KafkaCluster, prefix: str
 ) -> None:
-    topic = new_topic(encrypting.bootstrap, "enc.tx.")
+    topic = new_topic(encrypting.bootstrap, prefix)
     producer = Producer(
         {"bootstrap.servers": encrypting.bootstrap, "transactional.id": f"tx-{topic}"}
     )
@@ -239,16 +260,23 @@ def test_rotation_disable_and_shredding(
     trail = tmp_path / "audit.jsonl"
     audit = ["--audit-trail", str(trail)]
     a = new_topic(encrypting.bootstrap, "enc.a.")
+    ab = new_topic(encrypting.bootstrap, "enc.a.bt.")  # the same KEK, batches sealed whole
     b = new_topic(encrypting.bootstrap, "enc.b.")
     first = produce(encrypting.bootstrap, a, 3, "v1")
+    first_b = produce(encrypting.bootstrap, ab, 3, "v1b")
     done = kgw("keys", "rotate", "--config", str(config), "alpha", *audit)
     assert done.returncode == 0, done.stderr
     assert '"versions": [1, 2]' in done.stdout
     time.sleep(DEK_AGE + 0.5)  # the gateway's DEK of version 1 ages out
     second = produce(encrypting.bootstrap, a, 3, "v2")
+    second_b = produce(encrypting.bootstrap, ab, 3, "v2b")
     assert as_sent(consume(encrypting.bootstrap, a, 6)) == first + second
+    assert as_sent(consume(encrypting.bootstrap, ab, 6)) == first_b + second_b
     direct = consume(kafka_cluster.bootstrap_servers, a, 6, assign=True)
     assert {m.value()[11:13] for m in direct} == {b"\x00\x01", b"\x00\x02"}  # alpha v1, v2
+    direct = consume(kafka_cluster.bootstrap_servers, ab, 6, assign=True)
+    assert sealed_per_batch(direct)
+    assert {m.value()[12:14] for m in direct if m.value()} == {b"\x00\x01", b"\x00\x02"}
 
     done = kgw("keys", "disable", "--config", str(config), "alpha", *audit)
     assert done.returncode == 0, done.stderr
@@ -261,6 +289,7 @@ def test_rotation_disable_and_shredding(
     refused = gateway_log_events(encrypting, "encryption_refused")
     assert refused and "KEK 'alpha' is disabled" in refused[-1]["msg"], refused
     assert as_sent(consume(encrypting.bootstrap, a, 6)) == first + second  # still readable
+    assert as_sent(consume(encrypting.bootstrap, ab, 6)) == first_b + second_b
 
     b_sent = produce(encrypting.bootstrap, b, 3, "beta")
     done = kgw("keys", "destroy", "--config", str(config), "alpha", *audit)
@@ -268,9 +297,10 @@ def test_rotation_disable_and_shredding(
     listed = kgw("keys", "list", "--config", str(config), "--json")
     assert "alpha" not in listed.stdout and "beta" in listed.stdout
     time.sleep(DEK_AGE + 0.5)  # unwrapped DEKs of alpha leave the gateway's cache
-    got = consume(encrypting.bootstrap, a, 1)
-    assert len(got) == 1 and isinstance(got[0], KafkaError), got  # never ciphertext as data
-    assert got[0].code() == 2  # CORRUPT_MESSAGE (librdkafka: INVALID_MSG)
+    for shredded in (a, ab):
+        got = consume(encrypting.bootstrap, shredded, 1)
+        assert len(got) == 1 and isinstance(got[0], KafkaError), got  # never ciphertext
+        assert got[0].code() == 2  # CORRUPT_MESSAGE (librdkafka: INVALID_MSG)
     assert gateway_log_events(encrypting, "decryption_failed")
     assert as_sent(consume(encrypting.bootstrap, b, 3)) == b_sent  # other KEKs unaffected
     actions = [line for line in trail.read_text().splitlines() if line.strip()]
@@ -280,6 +310,9 @@ def test_rotation_disable_and_shredding(
 
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+# (codec, topic prefix) for each client below: every codec with batches sealed whole,
+# and one with a record per envelope (format 1; the confluent tests run every codec)
+RUNS = [(c, "enc.bt.") for c in CODECS] + [("gzip", "enc.")]
 
 
 def expected(tag: str, count: int) -> list[tuple[bytes, bytes]]:
@@ -289,8 +322,8 @@ def expected(tag: str, count: int) -> list[tuple[bytes, bytes]]:
 def test_kafka_python_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaCluster) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
-    for codec in CODECS:
-        topic = new_topic(encrypting.bootstrap, "enc.kp.")
+    for codec, prefix in RUNS:
+        topic = new_topic(encrypting.bootstrap, f"{prefix}kp.")
         producer = KafkaProducer(
             bootstrap_servers=encrypting.bootstrap, acks="all", linger_ms=20,
             compression_type=None if codec == "none" else codec,
@@ -348,8 +381,8 @@ def test_aiokafka_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaClu
             await consumer.stop()
         return got
 
-    for codec in CODECS:
-        topic = new_topic(encrypting.bootstrap, "enc.aio.")
+    for codec, prefix in RUNS:
+        topic = new_topic(encrypting.bootstrap, f"{prefix}aio.")
         want = expected(f"aio{codec}", 20)
         got = asyncio.run(run(codec, topic, want))
         assert [(m.key, m.value, list(m.headers)) for m in got] == [
@@ -361,11 +394,10 @@ def test_aiokafka_each_codec(encrypting: GatewayProcess, kafka_cluster: KafkaClu
 def test_java_console_tools_each_codec(
     encrypting: GatewayProcess, kafka_cluster: KafkaCluster
 ) -> None:
-    topics = {}
-    for codec in CODECS:
-        topic = new_topic(encrypting.bootstrap, "enc.java.")
-        topics[codec] = topic
-        lines = "".join(f"key-j{codec}-{i}\tMARKER-j{codec}-{i}\n" for i in range(10))
+    runs = [(c, "enc.java.bt.", c) for c in CODECS] + [("gzip", "enc.java.", "rgzip")]
+    for codec, prefix, tag in runs:
+        topic = new_topic(encrypting.bootstrap, prefix)
+        lines = "".join(f"key-j{tag}-{i}\tMARKER-j{tag}-{i}\n" for i in range(10))
         done = subprocess.run(
             kafka_cluster.tool_argv("console-producer", [
                 "--bootstrap-server", encrypting.bootstrap, "--topic", topic,
@@ -379,13 +411,13 @@ def test_java_console_tools_each_codec(
     done = subprocess.run(
         kafka_cluster.tool_argv("console-consumer", [
             "--bootstrap-server", encrypting.bootstrap, "--include", "enc[.]java[.].*",
-            "--from-beginning", "--max-messages", str(10 * len(CODECS)), "--timeout-ms", "60000",
+            "--from-beginning", "--max-messages", str(10 * len(runs)), "--timeout-ms", "60000",
             "--property", "print.key=true", "--property", "key.separator=\t",
         ]),
         capture_output=True, timeout=240, check=False,
     )  # fmt: skip
     got = sorted(done.stdout.decode().splitlines())
-    want = sorted(f"key-j{c}-{i}\tMARKER-j{c}-{i}" for c in CODECS for i in range(10))
+    want = sorted(f"key-j{t}-{i}\tMARKER-j{t}-{i}" for _, _, t in runs for i in range(10))
     assert got == want, done.stderr[-2000:]
 
 

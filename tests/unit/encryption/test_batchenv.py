@@ -16,7 +16,15 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from kio.schema.errors import ErrorCode
 
 from gateway.encryption import EncryptionFilter, batchenv
-from gateway.encryption.batch import CRC_START, TRANSACTIONAL, Batch, Record, encode, parse
+from gateway.encryption.batch import (
+    CRC_START,
+    TRANSACTIONAL,
+    Batch,
+    BatchError,
+    Record,
+    encode,
+    parse,
+)
 from gateway.encryption.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from gateway.encryption.deks import DekCache
 from gateway.encryption.envelope import EnvelopeError, KeyRef
@@ -256,3 +264,35 @@ def test_a_compacted_topics_refusal_says_what_to_change(tmp_path: Path) -> None:
         responses=(p9r.TopicProduceResponse(name="enc.r", partition_responses=(refusal,)),)
     )
     assert not run_response(item, other, key=0).replaced
+
+
+def test_the_producers_records_are_checked_before_sealing() -> None:
+    """Random corruption of a producer's records (CRC made right again): sealed only
+    when the records are well formed, as ``batch.parse`` reads them, with offset
+    deltas in order; otherwise a ``BatchError``, never another exception. (The walk
+    refuses a negative header count, which ``parse`` reads as none, and, as the
+    broker, does not decode header keys as UTF-8.)"""
+    import random
+
+    rng = random.Random(18)
+    clear = bytearray(produced(12))
+    sealed_count = 0
+    for _ in range(400):
+        bad = bytearray(clear)
+        for _flip in range(rng.randint(1, 3)):
+            bad[rng.randrange(61, len(bad))] = rng.randrange(256)
+        struct.pack_into(">I", bad, 17, crc32c.crc32c(memoryview(bad)[CRC_START:]))
+        why = ""
+        try:
+            parsed = parse(bytes(bad))
+            well_formed = [r.offset_delta for r in parsed.records] == list(range(12))
+        except BatchError as exc:
+            well_formed, why = False, str(exc)
+        try:
+            batchenv.seal(Head(bytes(bad)), AEAD, REF, TOPIC)
+        except BatchError as exc:
+            assert not well_formed or "negative header count" in str(exc)
+        else:
+            sealed_count += 1
+            assert well_formed or why == "header key is not UTF-8"
+    assert 0 < sealed_count < 400
