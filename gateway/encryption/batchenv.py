@@ -48,31 +48,40 @@ _COUNT = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
 
-class _Placeholders:
-    """The bytes of placeholder records 1..n-1, concatenated: precomputed once and
-    grown by doubling, sliced per batch (no loop per record)."""
+def _placeholder(index: int) -> bytes:
+    delta = zigzag(index)
+    return bytes(((5 + len(delta)) << 1, 0, 0)) + delta + b"\x01\x01\x00"
 
-    def __init__(self, size: int = 1 << 12) -> None:
+
+class _Placeholders:
+    """The bytes of placeholder records 1..n-1, concatenated: precomputed and grown by
+    doubling up to ``cap`` records (~0.5 MB), sliced per batch (no loop per record).
+    A larger batch (rare: over 64 Ki records) gets the rest made for it, not kept."""
+
+    def __init__(self, size: int = 1 << 12, cap: int = 1 << 16) -> None:
+        self.cap = cap
         self.table = b""
         self.ends = [0, 0]  # ends[n]: where the placeholders of an n-record batch end
-        self._grow(size)
+        self._grow(min(size, cap))
 
     def _grow(self, size: int) -> None:
         parts = [self.table]
         end = self.ends[-1]
         for index in range(len(self.ends) - 1, size):
-            delta = zigzag(index)
-            record = bytes(((5 + len(delta)) << 1, 0, 0)) + delta + b"\x01\x01\x00"
+            record = _placeholder(index)
             parts.append(record)
             end += len(record)
             self.ends.append(end)
         self.table = b"".join(parts)
 
-    def of(self, count: int) -> memoryview:
+    def of(self, count: int) -> bytes | memoryview:
         """The placeholders of a batch of ``count`` records (records 1..count-1)."""
-        if count >= len(self.ends):
-            self._grow(max(count + 1, 2 * (len(self.ends) - 1)))
-        return memoryview(self.table)[: self.ends[count]]
+        if count >= len(self.ends) and len(self.ends) <= self.cap:
+            self._grow(min(self.cap, max(count + 1, 2 * (len(self.ends) - 1))))
+        if count < len(self.ends):
+            return memoryview(self.table)[: self.ends[count]]
+        rest = (_placeholder(i) for i in range(len(self.ends) - 1, count))
+        return b"".join((self.table, *rest))
 
 
 PLACEHOLDERS = _Placeholders()
@@ -243,6 +252,8 @@ def envelope_of(head: Head) -> tuple[int, int] | None:
             raise EnvelopeError("envelope batch: record 0 is not well formed")
     except (IndexError, BatchError):
         return None
+    if size - end - 1 < 6 * (head.count - 1):  # a count its bytes cannot hold
+        raise EnvelopeError("envelope batch: fewer placeholders than its record count")
     if body[end + 1 :] != PLACEHOLDERS.of(head.count):
         raise EnvelopeError("envelope batch: records after the envelope are not placeholders")
     return at, end

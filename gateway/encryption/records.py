@@ -1,7 +1,10 @@
 """Encrypting a Produce partition's records and decrypting a Fetch partition's. No I/O
 beyond the key manager calls the DEK cache makes on a miss.
 
-Encryption re-encodes every v2 batch with each record's value replaced by its envelope
+Granularity ``batch`` (``batchenv``, wire format 2): each batch becomes one envelope
+record and placeholders, one DEK use per batch; on Fetch such a batch is recognised by
+its record 0 and replaced by the producer's batch. Granularity ``record`` (format 1):
+encryption re-encodes every v2 batch with each record's value replaced by its envelope
 (and key/headers moved inside, per the rule); everything else of the batch is kept:
 offsets, timestamps, producer id/epoch/sequence, transactional and control bits, the
 compression codec. Decryption re-encodes only the batches that hold envelopes; other

@@ -139,6 +139,17 @@ def test_the_placeholder_table_grows_past_its_first_size() -> None:
     )
     assert bytes(table.of(300)) == expected
     assert bytes(table.of(3)) == expected[: len(bytes(table.of(3)))]
+    capped = batchenv._Placeholders(size=4, cap=100)  # past its cap: made, not kept
+    assert bytes(capped.of(300)) == expected and len(capped.ends) == 101
+    assert bytes(capped.of(50)) == bytes(table.of(50))
+
+
+def test_a_record_count_its_bytes_cannot_hold_fails_before_any_work() -> None:
+    sealed = bytearray(batchenv.seal(Head(produced(3)), AEAD, REF, TOPIC))
+    struct.pack_into(">i", sealed, 57, 2**31 - 1)  # the record count
+    struct.pack_into(">I", sealed, 17, crc32c.crc32c(memoryview(sealed)[CRC_START:]))
+    with pytest.raises(EnvelopeError, match="fewer placeholders"):
+        batchenv.envelope_of(Head(bytes(sealed)))
 
 
 def test_tampering_fails() -> None:
