@@ -245,6 +245,35 @@ def test_transactional_producer_and_read_committed(
     assert not segments_contain(kafka_cluster, topic, b"MARKER-")
 
 
+def test_a_compacted_topic_needs_record_granularity(
+    encrypting: GatewayProcess, kafka_cluster: KafkaCluster
+) -> None:
+    """A compacted topic refuses a batch sealed whole (its envelope record has no key):
+    nothing is written, the client gets INVALID_RECORD and the gateway says what to
+    change; under a record policy the same topic works, keys kept for compaction."""
+    admin = AdminClient({"bootstrap.servers": encrypting.bootstrap})
+    names = {
+        g: f"{p}cmp.{uuid.uuid4().hex[:8]}" for g, p in (("batch", "enc.bt."), ("record", "enc."))
+    }
+    compact = {"cleanup.policy": "compact"}
+    futures = admin.create_topics([NewTopic(n, 1, 3, config=compact) for n in names.values()])
+    for future in futures.values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": encrypting.bootstrap, "message.timeout.ms": 20000})
+    errors: list[Any] = []
+    producer.produce(
+        names["batch"], key=b"k", value=b"MARKER-compact", on_delivery=lambda e, m: errors.append(e)
+    )
+    producer.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+    refused = gateway_log_events(encrypting, "encryption_refused")
+    assert any("needs granularity: record" in e["msg"] for e in refused), refused
+    sent = produce(encrypting.bootstrap, names["record"], 5, "cmp")
+    assert as_sent(consume(encrypting.bootstrap, names["record"], 5)) == sent
+    assert not segments_contain(kafka_cluster, names["batch"], b"MARKER-")
+    assert not segments_contain(kafka_cluster, names["record"], b"MARKER-")
+
+
 def kgw(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gateway", *args], capture_output=True, text=True, check=False,
