@@ -259,7 +259,7 @@ def envelope_of(head: Head) -> tuple[int, int] | None:
     return at, end
 
 
-def key_ref(value: bytes) -> tuple[KeyRef, int, int, int]:
+def key_ref(value: bytes | memoryview) -> tuple[KeyRef, int, int, int]:
     """A version-2 envelope's key reference, codec, base timestamp and where its IV
     starts."""
     if len(value) < 7 or value[:4] != PREFIX:
@@ -272,7 +272,7 @@ def key_ref(value: bytes) -> tuple[KeyRef, int, int, int]:
     if not size or pos + 3 > len(value):
         raise EnvelopeError("envelope header truncated")
     try:
-        name = value[7:pos].decode("utf-8")
+        name = bytes(value[7:pos]).decode("utf-8")
     except UnicodeDecodeError:
         raise EnvelopeError("KEK name is not UTF-8") from None
     version, wrapped_size = struct.unpack_from(">HB", value, pos)
@@ -282,15 +282,16 @@ def key_ref(value: bytes) -> tuple[KeyRef, int, int, int]:
     if iv_at + IV_SIZE + TAG_SIZE > len(value):
         raise EnvelopeError("envelope truncated")
     (base_ts,) = _TIMESTAMP.unpack_from(value, ts_at)
-    return KeyRef(name, version, value[pos:ts_at]), codec, base_ts, iv_at
+    return KeyRef(name, version, bytes(value[pos:ts_at])), codec, base_ts, iv_at
 
 
 def open_(
     head: Head, span: tuple[int, int], decryptor: Callable[[KeyRef], AESGCM], topic: bytes
-) -> bytes:
-    """The producer's batch back, from the fetched envelope batch ``head`` whose
-    envelope is at ``span`` of its body. ``EnvelopeError`` when it does not decrypt."""
-    value = head.body[span[0] : span[1]]
+) -> tuple[bytes, bytes]:
+    """The producer's batch back (its header, then its records section), from the
+    fetched envelope batch ``head`` whose envelope is at ``span`` of its body.
+    ``EnvelopeError`` when it does not decrypt."""
+    value = memoryview(head.body)[span[0] : span[1]]
     ref, codec, base_ts, iv_at = key_ref(value)
     if codec & ~COMPRESSION_MASK:
         raise EnvelopeError(f"envelope codec {codec} unknown")
@@ -298,7 +299,7 @@ def open_(
     cut = iv_at + IV_SIZE
     try:
         plain = aead.decrypt(
-            value[iv_at:cut], value[cut:], value[:cut] + _COUNT.pack(head.count) + topic
+            value[iv_at:cut], value[cut:], b"".join((value[:cut], _COUNT.pack(head.count), topic))
         )
     except InvalidTag:
         raise EnvelopeError("authentication tag mismatch (corrupt, or another key)") from None
@@ -317,6 +318,6 @@ def open_(
             *fields[8:],
         )
     )
-    out += plain
-    _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    crc = crc32c.crc32c(plain, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    _CRC.pack_into(out, 17, crc)
+    return bytes(out), plain

@@ -156,7 +156,7 @@ def decrypt_records(blob: bytes, topic: str, deks: DekCache) -> bytes:
                 continue
             span = batchenv.envelope_of(head)
             if span is not None:  # a whole batch in one envelope (format 2)
-                out.append(batchenv.open_(head, span, deks.decryptor, name))
+                out.extend(batchenv.open_(head, span, deks.decryptor, name))
                 continue
             opened = open_batch(head, deks.decryptor, name)
         except (BatchError, CompressionError, EnvelopeError) as exc:

@@ -77,7 +77,7 @@ def opened(data: bytes, topic: bytes = TOPIC) -> bytes:
     head = Head(data)
     span = batchenv.envelope_of(head)
     assert span is not None
-    return batchenv.open_(head, span, lambda ref: AEAD, topic)
+    return b"".join(batchenv.open_(head, span, lambda ref: AEAD, topic))
 
 
 @pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
