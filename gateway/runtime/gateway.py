@@ -22,6 +22,7 @@ from ..identity import ClientIdentity
 from ..observability import GatewayMetrics, ObservabilityServer
 from ..observability import serve as serve_observability
 from ..sasl.gate import LoginGate
+from ..sasl.settings import shared_failures_url
 from ..tls.reloader import Reloadable
 from ..tls.upstream import upstream_context
 from ..upstream.api_versions_cache import ApiVersionsCache
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ..quotas import QuotaEngine
     from ..quotas.cluster_view import ClusterTopics
     from ..sasl import FailureLimiter, SaslServer
+    from ..sasl.shared_failures import SharedFailures
     from ..session import Session
     from ..tenants import TenantWatch
     from .client import ClientConnection
@@ -60,6 +62,12 @@ class Gateway:
 
             self.sasl_server = SaslServer.from_config(config.sasl)
             self.auth_limiter = self.sasl_server.limiter
+        self.shared_failures: SharedFailures | None = None
+        failures_url = shared_failures_url(config)
+        if self.auth_limiter is not None and failures_url is not None:
+            from ..sasl.shared_failures import SharedFailures
+
+            self.shared_failures = SharedFailures(self.auth_limiter, failures_url)
         self.accesslog: AccessLog | None = None
         self.metrics: GatewayMetrics | None = None
         self.metrics_server: ObservabilityServer | None = None

@@ -70,6 +70,8 @@ def start_background(gateway: Gateway) -> None:
         and sasl.revalidate_interval_s > 0
     ):
         spawn("sasl-revalidate", revalidate_loop(gateway, sasl.revalidate_interval_s))
+    if gateway.shared_failures is not None:
+        spawn("sasl-shared-failures", gateway.shared_failures.run())
     spawn("idle-sweeper", idle_loop(gateway))
     if gateway.broker_enforcement is not None:
 

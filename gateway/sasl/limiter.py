@@ -18,6 +18,12 @@ failures within ``window_s`` (or a claimed principal ``lockout_principal_failure
 secret. Refusals during a lockout are not failures: they do not extend it. 0 turns a
 kind off. A principal lockout lets anyone who knows a name lock its owner out, so it
 is off by default (docs/sasl.md).
+
+Sharing (``shared_failures.py``): ``observer`` is told the keys of every counted
+failure, and ``absorb(key, total)`` takes the count other workers and gateway
+instances report for a key within the window. The absorbed surplus is counted as
+failures seen now (it ages out a window later: strict by at most the time the report
+took), and it locks a key out as its own failures would.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 Clock = Callable[[], float]
+Observer = Callable[[tuple[str, ...]], None]
 
 
 _ADDRESS = "addr:"
@@ -76,29 +83,50 @@ class FailureLimiter:
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
         self._locked: OrderedDict[str, float] = OrderedDict()  # key → locked until
+        self.observer: Observer | None = None  # told the keys of every counted failure
 
     def record_failure(self, *keys: str) -> list[str]:
         """Count a failure under each key; the keys this failure locked out."""
         now = self._clock()
-        locked: list[str] = []
-        for key in keys:
-            times = self._failures.pop(key, None)
-            if times is None:
-                times = deque()
-            self._prune(times, now)
-            times.append(now)
-            while len(times) > self._keep:
-                times.popleft()
-            self._failures[key] = times  # most recently touched last
-            threshold = self._threshold(key)
-            if threshold and len(times) >= threshold and not self.locked_out(key):
-                self._locked[key] = now + self.lockout_s
-                locked.append(key)
+        locked = [key for key in keys if self._count(key, 1, now)]
+        self._bound()
+        if self.observer is not None and keys:
+            self.observer(keys)
+        return locked
+
+    def absorb(self, key: str, total: int) -> bool:
+        """Take ``total``, the failures every instance saw under ``key`` within the
+        window; whether that locked the key out. Never lowers the count."""
+        now = self._clock()
+        times = self._failures.get(key)
+        surplus = total - (len(self._pruned(times, now)) if times is not None else 0)
+        if surplus <= 0:
+            return False
+        locked = self._count(key, min(surplus, self._keep), now)
+        self._bound()
+        return locked
+
+    def _count(self, key: str, failures: int, now: float) -> bool:
+        """Add ``failures`` at ``now`` under ``key``; whether that locked it out."""
+        times = self._failures.pop(key, None)
+        if times is None:
+            times = deque()
+        self._prune(times, now)
+        times.extend([now] * failures)
+        while len(times) > self._keep:
+            times.popleft()
+        self._failures[key] = times  # most recently touched last
+        threshold = self._threshold(key)
+        if threshold and len(times) >= threshold and not self.locked_out(key):
+            self._locked[key] = now + self.lockout_s
+            return True
+        return False
+
+    def _bound(self) -> None:
         while len(self._failures) > self.max_keys:
             self._failures.popitem(last=False)
         while len(self._locked) > self.max_keys:
             self._locked.popitem(last=False)
-        return locked
 
     def failed(self, *keys: str, refused: bool = False) -> tuple[float, list[str]]:
         """A failed attempt under ``keys``: the delay before it is answered and the keys
@@ -159,3 +187,7 @@ class FailureLimiter:
         horizon = now - self.window_s
         while times and times[0] <= horizon:
             times.popleft()
+
+    def _pruned(self, times: deque[float], now: float) -> deque[float]:
+        self._prune(times, now)
+        return times

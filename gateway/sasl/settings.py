@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..credentials.hashing import SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS
 from ..credentials.settings import CredentialStoreConfig
 from .kerberos_rules import RuleError, check_rules
+
+if TYPE_CHECKING:
+    from ..config import GatewayConfig
 
 Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"]
 _KERBEROS_PRINCIPAL = re.compile(r"^[^/@\s]+(?:/[^/@\s]+)?@[^/@\s]+$")
@@ -75,6 +78,10 @@ class FailureLimiterConfig(_Strict):
     lockout_address_failures: int = Field(default=0, ge=0)
     lockout_principal_failures: int = Field(default=0, ge=0)
     lockout_s: float = Field(default=300.0, gt=0)
+    # Count failures together with every worker and gateway instance through Redis
+    # (shared_failures.py): this URL, or the quotas' redis_url when it is not set.
+    shared: bool = True
+    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
 
     @model_validator(mode="after")
     def _delays(self) -> FailureLimiterConfig:
@@ -106,3 +113,14 @@ class SaslConfig(_Strict):
         if 0 < self.revalidate_interval_s < 0.1:
             raise ValueError("revalidate_interval_s must be 0 (off) or at least 0.1")
         return self
+
+
+def shared_failures_url(config: GatewayConfig) -> str | None:
+    """The Redis a gateway's login failures are shared through (``GatewayConfig``), if any."""
+    sasl = config.sasl
+    if sasl is None or not sasl.failure_limiter.shared:
+        return None
+    if sasl.failure_limiter.redis_url is not None:
+        return str(sasl.failure_limiter.redis_url)
+    quotas = config.quotas
+    return str(quotas.redis_url) if quotas is not None and quotas.redis_url else None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import GatewayConfig
+from ..sasl.settings import shared_failures_url
 
 MAX_EXPECTED_INSTANCES = 1000
 
@@ -43,7 +44,7 @@ def per_process_limits(config: GatewayConfig, workers: int) -> list[str]:
             f"as per instance: a tenant or address may hold up to {workers} x the limit on "
             "this host (divide by the workers, docs/quotas.md)"
         )
-    if config.sasl is not None:
+    if config.sasl is not None and shared_failures_url(config) is None:
         found.append(
             "the login failure limiter counts per worker: a client may fail up to "
             f"{workers} x sasl.failure_limiter.max_failures before every worker slows it"

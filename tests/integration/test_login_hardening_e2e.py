@@ -32,6 +32,8 @@ from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.sasl.base import AUTH_FAILED, LOCKED_OUT
 
 from ..conftest import GatewayFactory, gateway_log_events, sasl_listener
+from ..redis_server import RedisServer, free_port
+from . import workerprocs as wp
 from .rawkafka import RawConnection
 
 pytestmark = pytest.mark.integration
@@ -237,3 +239,58 @@ def test_oversize_frame_before_authentication_is_refused_from_its_prefix(
         f"{UNAUTHENTICATED_CAP} (limits.max_unauthenticated_request_bytes)"
     )
     assert f"exceeds the limit of {UNAUTHENTICATED_CAP}" in closes[1]
+
+
+def test_a_lockout_counts_the_failures_every_worker_saw(
+    gateway_factory: GatewayFactory, keys: Keys, tmp_path: Path
+) -> None:
+    """Two workers share one port (SO_REUSEPORT picks one per connection): failures
+    spread over both count together through Redis, so after LOCK_AFTER of them every
+    attempt is refused on whichever worker it lands, the right secret included. Counted
+    per worker, the right secret would get through on a worker that saw fewer."""
+    redis = RedisServer(tmp_path)
+    redis.start()
+    try:
+        gateway = gateway_factory(
+            wait_ready=False,
+            server={"workers": 2},
+            metrics={"port": free_port()},
+            listeners=[sasl_listener()],
+            sasl={
+                "mechanisms": ["PLAIN"],
+                "credential_store": {"file": str(keys.path)},
+                "failure_limiter": {
+                    "max_failures": 100,
+                    "base_delay_s": 0.05,
+                    "max_delay_s": 0.05,
+                    "lockout_principal_failures": LOCK_AFTER,
+                    "lockout_s": 600,
+                    "redis_url": redis.url,
+                },
+            },
+        )
+        assert gateway.pid is not None
+        wp.wait_workers(gateway.pid, 2)
+        key_id, secret = keys.target
+
+        async def attack() -> tuple[list[SaslAuthenticateResponse], ...]:
+            wrong = [
+                (await _login(gateway.bootstrap, key_id, f"sk_wrong{n}"))[0]
+                for n in range(LOCK_AFTER)
+            ]
+            await asyncio.sleep(0.5)  # the last notice reaches every worker
+            right = [(await _login(gateway.bootstrap, key_id, secret))[0] for _ in range(8)]
+            other = [(await _login(gateway.bootstrap, *keys.other))[0] for _ in range(8)]
+            return wrong, right, other
+
+        wrong, right, other = asyncio.run(attack())
+        assert [a.error_message for a in wrong] == [AUTH_FAILED] * LOCK_AFTER
+        assert [(a.error_code, a.error_message) for a in right] == [
+            (SASL_AUTHENTICATION_FAILED, LOCKED_OUT)
+        ] * len(right)
+        assert [a.error_code for a in other] == [0] * len(other)  # another key, both workers
+        served = {e.get("worker") for e in gateway_log_events(gateway, "authentication")}
+        assert len(served - {None}) == 2, served  # both workers answered logins
+        assert not [e for e in gateway_log_events(gateway, "sasl_sharing_down")]
+    finally:
+        redis.kill()

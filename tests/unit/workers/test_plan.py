@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.config import ConfigError, GatewayConfig, parse_config
-from gateway.workers.plan import decide, per_process_state, worker_config
+from gateway.workers.plan import decide, per_process_limits, per_process_state, worker_config
 
 
 def config(**sections: Any) -> GatewayConfig:
@@ -100,3 +100,17 @@ def test_service_monitoring_runs_in_the_first_worker_only() -> None:
     base = config(monitoring={"enabled": True})
     assert worker_config(base, slot=0, workers=2).monitoring == base.monitoring
     assert worker_config(base, slot=1, workers=2).monitoring is None
+
+
+def test_the_login_limiter_warning_is_only_given_when_nothing_shares_it(tmp_path: Path) -> None:
+    def limiter_warned(quotas: dict[str, Any] | None = None, **limiter: Any) -> bool:
+        store = {"file": str(tmp_path / "credentials.json")}
+        sasl = {"mechanisms": ["PLAIN"], "credential_store": store, "failure_limiter": limiter}
+        warnings = per_process_limits(config(sasl=sasl, quotas=quotas), 4)
+        return any("login failure limiter" in warning for warning in warnings)
+
+    assert limiter_warned()
+    assert not limiter_warned(REDIS_QUOTAS)  # the quotas' Redis shares it too
+    assert limiter_warned(REDIS_QUOTAS, shared=False)
+    assert not limiter_warned(redis_url="redis://127.0.0.1:6379/0")
+    assert limiter_warned(redis_url="redis://127.0.0.1:6379/0", shared=False)
