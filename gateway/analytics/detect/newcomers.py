@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import kinds
 from ..findings import Finding
@@ -61,12 +61,18 @@ class Population:
     first_hour: Mapping[str, int]
     networks: Mapping[str, set[str]]  # where it logged in or was allowed, ever
     topics: Mapping[str, set[str]]  # topics it was allowed to use, ever
+    # Each tenant's principals in the order of ``tenants``, made at the first question.
+    _members: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def peers(self, principal: str) -> list[str]:
         tenant = self.tenants.get(principal)
         if tenant is None:
             return []
-        return [p for p, t in self.tenants.items() if t == tenant and p != principal]
+        if not self._members:
+            for p, t in self.tenants.items():
+                if t is not None:
+                    self._members.setdefault(t, []).append(p)
+        return [p for p in self._members.get(tenant, ()) if p != principal]
 
     def predecessor(self, principal: str) -> str | None:
         """The older principal of the same tenant this one took over from, if any: one

@@ -12,10 +12,11 @@ Pure Python over the hourly rows.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import kinds
 from ..findings import Finding
@@ -64,18 +65,47 @@ def _ratio(value: float, expected: float, mean: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class TenantFactors:
-    """Per tenant and hour, each active principal's ratio to its usual requests."""
+    """Per tenant and hour, each active principal's ratio to its usual requests.
+
+    The ratios of a tenant-hour are sorted once, with each principal's own ratios
+    (``_index``, filled as asked), so a principal's factor is read off that order with
+    its own ratio left out, instead of sorting its peers again for every principal
+    and hour."""
 
     ratios: Mapping[tuple[str, int], list[tuple[str, float]]]
+    _index: dict[tuple[str, int], tuple[list[float], dict[str, list[float]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def factor(self, tenant: str | None, hour: int, principal: str) -> tuple[float, int]:
         """The median ratio of the principal's peers in that hour, and how many peers."""
         if tenant is None:
             return 1.0, 0
-        peers = [v for name, v in self.ratios.get((tenant, hour), ()) if name != principal]
-        if not peers:
+        key = (tenant, hour)
+        index = self._index.get(key)
+        if index is None:
+            entries = self.ratios.get(key, ())
+            by_name: dict[str, list[float]] = {}
+            for name, v in entries:
+                by_name.setdefault(name, []).append(v)
+            index = self._index[key] = (sorted(v for _, v in entries), by_name)
+        values, by_name = index
+        own = by_name.get(principal, ())
+        if len(own) > 1:  # not made by tenant_factors (one ratio per principal and hour)
+            peers = [v for name, v in self.ratios.get(key, ()) if name != principal]
+            return (float(statistics.median(peers)), len(peers)) if peers else (1.0, 0)
+        skip = bisect.bisect_left(values, own[0]) if own else len(values)
+        count = len(values) - len(own)
+        if count == 0:
             return 1.0, 0
-        return float(statistics.median(peers)), len(peers)
+
+        def nth(i: int) -> float:  # the i-th of the peers' sorted ratios
+            return values[i] if i < skip else values[i + 1]
+
+        middle = count // 2
+        if count % 2:
+            return float(nth(middle)), count
+        return float((nth(middle - 1) + nth(middle)) / 2), count
 
     def rose(self, tenant: str | None, hour: int, principal: str, t: Thresholds) -> float:
         """The factor to divide the principal's volume by (1.0 unless the tenant rose)."""
