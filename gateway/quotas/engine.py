@@ -66,6 +66,8 @@ class QuotaEngine:
         self._leased: dict[str, LeasedBucket] = {}
         self._local: dict[str, TokenBucket] = {}  # alone, or failing open
         self._due: set[str] = set()
+        # the syncer, idle until a lease falls due (``watch_due``): resolved by ``charge``
+        self._due_waiter: asyncio.Future[None] | None = None
         self._connections = ConnectionLimiter()
         self._address_defaults = ConnectionLimits(
             cfg.address_limits.max_connections, cfg.address_limits.connection_rate
@@ -109,6 +111,7 @@ class QuotaEngine:
     def settings_changed(self) -> None:
         """Re-read the settings at the next tick (after a change made through this process)."""
         self._settings_due = 0.0
+        self._wake_syncer()
 
     def plan_for(self, tenant: str | None) -> Plan | None:
         return self._resolver.plan_for(tenant)
@@ -156,6 +159,8 @@ class QuotaEngine:
             self.counters[_CHARGED[kind]] += int(amount)
             if isinstance(bucket, LeasedBucket) and bucket.needs_sync():
                 self._due.add(limit.bucket)
+                if self._due_waiter is not None:
+                    self._wake_syncer()
             if deficit <= 0:
                 return 0.0
             return self._throttled(kind, throttle_ms(deficit, bucket.rate, self._cap))
@@ -374,6 +379,31 @@ class QuotaEngine:
                 self._hot.clear()
             self.counters["leased_total"] += round(grant)
         self.counters["syncs_total"] += 1
+
+    def has_due(self) -> bool:
+        """A lease is low (or in debt): the next sync has work."""
+        return bool(self._due)
+
+    def next_check(self) -> float:
+        """When the syncer must look again though no lease falls due: the next settings
+        check or scan for idle leases."""
+        return min(self._settings_due, self._idle_scan_at)
+
+    def watch_due(self) -> asyncio.Future[None]:
+        """A future resolved as soon as a lease falls due (or the settings must be re-read
+        now); the syncer waits on it instead of waking every ``sync_interval_s``."""
+        waiter = self._due_waiter = asyncio.get_running_loop().create_future()
+        if self._due or self._settings_due == 0.0:
+            waiter.set_result(None)
+        return waiter
+
+    def unwatch_due(self) -> None:
+        self._due_waiter = None
+
+    def _wake_syncer(self) -> None:
+        waiter = self._due_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def settings_check_due(self, now: float) -> bool:
         if now < self._settings_due:
