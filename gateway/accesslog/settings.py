@@ -35,7 +35,7 @@ class AccessLogConfig(_Strict):
     on_full: Literal["drop", "block"] = "drop"
     instance: str | None = Field(default=None, min_length=1, max_length=255)
     report_interval_s: float = Field(default=10.0, gt=0)
-    batch_delay_ms: float = Field(default=5.0, ge=0, le=1000)
+    batch_delay_ms: float = Field(default=50.0, ge=0, le=1000)
     topic: AccessLogTopicConfig | None = None
 
     @model_validator(mode="after")
