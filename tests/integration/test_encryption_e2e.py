@@ -85,14 +85,16 @@ def new_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
 def produce(bootstrap: str, topic: str, count: int, tag: str, **conf: Any) -> list[tuple]:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, **conf})
     sent = []
+    # timestamps of now: records older than the retention (7 days) are deleted by the
+    # broker's next retention check (it rolls the active segment to do so), which made
+    # a fetch from offset 0 fail with OFFSET_OUT_OF_RANGE at random
+    base = int(time.time() * 1000)
     for i in range(count):
         key = f"key-{tag}-{i}".encode()
         value = f"MARKER-{tag}-{i}-".encode() + b"x" * (i % 300)
         headers = [("h1", f"hv-{tag}-{i}".encode()), ("h2", None)]
-        producer.produce(
-            topic, value=value, key=key, headers=headers, timestamp=1_700_000_000_000 + i
-        )
-        sent.append((key, value, headers, 1_700_000_000_000 + i))
+        producer.produce(topic, value=value, key=key, headers=headers, timestamp=base + i)
+        sent.append((key, value, headers, base + i))
     assert producer.flush(60) == 0
     return sent
 
