@@ -49,6 +49,8 @@ from bench.identities import sasl_lines
 from bench.quotas import UNREACHABLE, _grant
 from bench.run import (
     NODES,
+    PARTITIONS,
+    REPLICATION,
     REPO,
     Bench,
     Settings,
@@ -250,9 +252,12 @@ class FullStackBench(Bench):
             count = 60 if self.s.mode == "quick" else 300
         self.filler_topics = count
         if count:
+            # one partition, one replica each: they are in the metadata every Metadata
+            # request filters, but cost the brokers no replication (with 6 x 3 each, 300
+            # kept the brokers at 1-1.3 cores while the paced phases moved 0.7 MB/s)
             say(f"creating {count} filler topics (the cluster's metadata, as bench.authz)")
             names = [f"{authz.prefix(i % self.opts.tenants)}filler-{i}" for i in range(count)]
-            self.create_topics(names)
+            self.create_topics(names, partitions=1, replication=1)
 
     def close(self) -> None:
         for name, gw in self.gateways.items():
@@ -264,14 +269,16 @@ class FullStackBench(Bench):
         if self.redis is not None:
             self.redis.stop()
 
-    def create_topics(self, names: list[str]) -> None:
+    def create_topics(
+        self, names: list[str], partitions: int = PARTITIONS, replication: int = REPLICATION
+    ) -> None:
         """Then waits until every broker knows a leader for every new partition. Without
         this wait, the first run on a busy machine had the warm-up producer stall on one
         fresh partition (the leader answered OutOfOrderSequenceException to every retry
         until delivery.timeout.ms); producing into settled partitions has not stalled since."""
         from confluent_kafka.admin import AdminClient
 
-        super().create_topics(names)
+        super().create_topics(names, partitions, replication)
         assert self.cluster is not None
         deadline = time.monotonic() + 60
         for host, port in self.cluster.brokers.values():

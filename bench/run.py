@@ -157,13 +157,15 @@ class Bench:
         if self.cluster is not None:
             self.cluster.stop()
 
-    def create_topics(self, names: list[str]) -> None:
+    def create_topics(
+        self, names: list[str], partitions: int = PARTITIONS, replication: int = REPLICATION
+    ) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         assert self.cluster is not None
         admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers})
         futures = admin.create_topics(
-            [NewTopic(n, PARTITIONS, REPLICATION) for n in names], operation_timeout=30
+            [NewTopic(n, partitions, replication) for n in names], operation_timeout=30
         )
         for future in futures.values():
             future.result(timeout=60)
