@@ -12,6 +12,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
 from tests import tiers
 from tests.loopback import EXPECTED_WILDCARD, exposed_listeners
+from tests.redis_server import RedisServer
 
 WATCH_INTERVAL_S = 2.0
 
@@ -131,6 +133,18 @@ def gateway_factory(
     yield start
     for gateway in started:
         gateway.stop()
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own on a free loopback port (killed at the end);
+    tests may ``kill()`` and ``start()`` it (an outage, a restart)."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 @pytest.fixture(scope="session")

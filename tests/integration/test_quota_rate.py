@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +34,6 @@ WARM_S, WINDOW_S = 6.0, 16.0  # the burst is spent first; then the sustained win
 PRODUCERS = 3
 PRODUCED = 'kgw_quota_charged_total{kind="produce_bytes"'  # counted when admitted
 THROTTLED = 'kgw_quota_throttled_total{kind="produce_bytes"'
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 def _quotas(redis: RedisServer, topic: str, rate: int) -> dict[str, Any]:

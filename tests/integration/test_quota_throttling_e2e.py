@@ -8,7 +8,6 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.integration
 RATE = 1_000_000  # produce bytes/s for the principal, shared by every gateway instance
 BURST = 500_000
 RUN_S = 30.0
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 def test_three_gateways_hold_one_produce_quota(

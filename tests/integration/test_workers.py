@@ -35,16 +35,6 @@ RUN_S = 30.0
 PRODUCERS = 3
 
 
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
 Start = Callable[..., tuple[GatewayProcess, int]]
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
@@ -75,16 +74,6 @@ def test_a_notice_round_trips() -> None:
 
 
 # -- through a real Redis -------------------------------------------------------------
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest_asyncio.fixture(loop_scope="function")
