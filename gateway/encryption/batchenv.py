@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .batch import COMPRESSION_MASK, CRC_START, HEADER, HEADER_SIZE, BatchError
 from .envelope import IV_SIZE, MAGIC, TAG_SIZE, EnvelopeError, KeyRef
-from .fastpath import Head, _headers, zigzag
+from .fastpath import Head, _headers, varint, zigzag
 
 VERSION = 2
 PREFIX = MAGIC + bytes((VERSION,))
@@ -117,7 +117,7 @@ def _max_delta(body: bytes, count: int) -> int:
             if byte < 0x80:
                 length, start = (byte >> 1) ^ -(byte & 1), pos + 1
             else:
-                length, start = _varint(body, pos, size)
+                length, start = varint(body, pos, size)
             end = start + length
             if length < 6 or end > size:
                 raise BatchError("record runs past the end")
@@ -125,12 +125,12 @@ def _max_delta(body: bytes, count: int) -> int:
             if byte < 0x80:
                 delta, at = (byte >> 1) ^ -(byte & 1), start + 2
             else:
-                delta, at = _varint(body, start + 1, end)
+                delta, at = varint(body, start + 1, end)
             byte = body[at]
             if byte < 0x80:
                 offset, at = (byte >> 1) ^ -(byte & 1), at + 1
             else:
-                offset, at = _varint(body, at, end)
+                offset, at = varint(body, at, end)
             if offset != index:
                 raise BatchError(f"record {index} has offset delta {offset}")
             byte = body[at]  # the key's length
@@ -139,7 +139,7 @@ def _max_delta(body: bytes, count: int) -> int:
                     raise BatchError("negative key length")
                 at += 1 + (byte >> 1 if byte != 1 else 0)
             else:
-                length, at = _varint(body, at, end)
+                length, at = varint(body, at, end)
                 if length < -1:
                     raise BatchError("negative key length")
                 at += max(length, 0)
@@ -149,7 +149,7 @@ def _max_delta(body: bytes, count: int) -> int:
                     raise BatchError("negative value length")
                 at += 1 + (byte >> 1 if byte != 1 else 0)
             else:
-                length, at = _varint(body, at, end)
+                length, at = varint(body, at, end)
                 if length < -1:
                     raise BatchError("negative value length")
                 at += max(length, 0)
@@ -167,25 +167,6 @@ def _max_delta(body: bytes, count: int) -> int:
     if pos != size:
         raise BatchError("bytes left after the last record")
     return top or 0
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    byte = data[pos]
-    if byte < 0x80:  # one byte: most of them
-        return (byte >> 1) ^ -(byte & 1), pos + 1
-    shift = 0
-    result = 0
-    while True:
-        if pos >= end:
-            raise BatchError("varint runs past the end")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise BatchError("varint too long")
 
 
 def seal(head: Head, aead: AESGCM, ref: KeyRef, topic: bytes) -> bytes:
@@ -241,10 +222,10 @@ def envelope_of(head: Head) -> tuple[int, int] | None:
     body = head.body
     size = len(body)
     try:
-        length, start = _varint(body, 0, size)
+        length, start = varint(body, 0, size)
         if body[start : start + 4] != b"\x00\x00\x00\x01":  # attrs, ts, offset 0; null key
             return None
-        value_size, at = _varint(body, start + 4, size)
+        value_size, at = varint(body, start + 4, size)
         if value_size < 4 or body[at : at + 4] != PREFIX:
             return None
         end = at + value_size

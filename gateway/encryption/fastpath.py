@@ -57,8 +57,10 @@ def zigzag(value: int) -> bytes:
     return _encode_zigzag(value)
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """The zig-zag varint at ``pos`` and the position after it."""
+def varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The zig-zag varint at ``pos`` (before ``end``) and the position after it."""
+    if pos < end and (byte := data[pos]) < 0x80:  # one byte: most of them
+        return (byte >> 1) ^ -(byte & 1), pos + 1
     shift = 0
     result = 0
     while True:
@@ -125,7 +127,7 @@ def _records(head: Head, rewrite: Callable[[int, int], bytes | None]) -> list[by
                 start = pos + 2
                 length = (raw >> 1) ^ -(raw & 1)
             else:
-                length, start = _varint(body, pos, size)
+                length, start = varint(body, pos, size)
             end = start + length
             if length < 1 or end > size:
                 raise BatchError("record runs past the end")
@@ -135,13 +137,13 @@ def _records(head: Head, rewrite: Callable[[int, int], bytes | None]) -> list[by
             elif body[at + 1] < 0x80:
                 at += 2
             else:
-                at = _varint(body, at, end)[1]
+                at = varint(body, at, end)[1]
             if body[at] < 0x80:
                 at += 1
             elif body[at + 1] < 0x80:
                 at += 2
             else:
-                at = _varint(body, at, end)[1]
+                at = varint(body, at, end)[1]
             byte = body[at]  # the key's length
             if byte == 1:  # null
                 at += 1
@@ -150,7 +152,7 @@ def _records(head: Head, rewrite: Callable[[int, int], bytes | None]) -> list[by
                     raise BatchError("negative key length")
                 at += 1 + (byte >> 1)
             else:
-                klen, at = _varint(body, at, end)
+                klen, at = varint(body, at, end)
                 if klen < -1:
                     raise BatchError("negative key length")
                 at += max(klen, 0)
@@ -164,7 +166,7 @@ def _records(head: Head, rewrite: Callable[[int, int], bytes | None]) -> list[by
                 vlen = (raw >> 1) ^ -(raw & 1)
                 at += 2
             else:
-                vlen, at = _varint(body, at, end)
+                vlen, at = varint(body, at, end)
             if vlen < -1:
                 raise BatchError("negative value length")
             value_end = at + max(vlen, 0)
@@ -194,15 +196,15 @@ def _records(head: Head, rewrite: Callable[[int, int], bytes | None]) -> list[by
 def _headers(body: bytes, pos: int, end: int) -> int:
     """Walk a record's headers (count, then name and value by varint length each),
     not decoding them: where they end."""
-    count, pos = _varint(body, pos, end)
+    count, pos = varint(body, pos, end)
     if count < 0:
         raise BatchError("negative header count")
     for _header in range(count):
-        size, pos = _varint(body, pos, end)
+        size, pos = varint(body, pos, end)
         if size < 0:
             raise BatchError("header key is null")
         pos += size
-        size, pos = _varint(body, pos, end)
+        size, pos = varint(body, pos, end)
         if size < -1:
             raise BatchError("negative header value length")
         pos += max(size, 0)

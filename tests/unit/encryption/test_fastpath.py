@@ -15,7 +15,7 @@ from gateway.encryption import envelope
 from gateway.encryption.batch import Batch, BatchError, Record, encode, parse
 from gateway.encryption.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from gateway.encryption.envelope import KeyRef
-from gateway.encryption.fastpath import Head, _varint, open_batch, seal_batch, zigzag
+from gateway.encryption.fastpath import Head, open_batch, seal_batch, varint, zigzag
 
 REF = KeyRef("acme", 3, b"\x07" * 40)
 AEAD = AESGCM(os.urandom(32))
@@ -109,4 +109,12 @@ def test_malformed_records_are_batch_errors(record: bytes) -> None:
 def test_varints() -> None:
     for value in (0, 1, -1, 63, 64, -65, 8191, 8192, 16383, 16384, 2**31 - 1, -(2**31)):
         data = zigzag(value)
-        assert _varint(data, 0, len(data)) == (value, len(data))
+        assert varint(data, 0, len(data)) == (value, len(data))
+
+
+def test_a_varint_is_never_read_past_its_end() -> None:
+    data = zigzag(5) + zigzag(7)  # a byte of the next field lies past end
+    with pytest.raises(BatchError, match="past the end"):
+        varint(data, 1, 1)
+    with pytest.raises(BatchError, match="past the end"):
+        varint(b"\x80\x01", 0, 1)  # a two-byte varint cut at end
