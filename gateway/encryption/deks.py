@@ -142,7 +142,11 @@ class DekCache:
             if now - failed[1] < FAILURE_MEMORY_S:
                 raise failed[0]
             del self._failed[key]
-        future = self.calls.submit(key, call)
+        try:
+            future = self.calls.submit(key, call)
+        except KmsError as exc:  # too many calls waiting: refused like a failed call
+            self._remember_failure(key, exc, now)
+            raise
         started = self._started.setdefault(key, now)
         if not future.done():
             left = self.config.kms_timeout_seconds - (now - started)
@@ -166,10 +170,13 @@ class DekCache:
                 return result
         self.calls.forget(key)  # a call still running is abandoned; the next asks again
         self._started.pop(key, None)
+        self._remember_failure(key, error, now)
+        raise error
+
+    def _remember_failure(self, key: Hashable, error: KmsError, now: float) -> None:
         self._failed[key] = (error, now)
         if len(self._failed) > 1000:  # bounded: the oldest go first
             del self._failed[next(iter(self._failed))]
-        raise error
 
     def forget(self, kek: str) -> None:
         """Drop every DEK of ``kek`` (it was disabled or destroyed here)."""

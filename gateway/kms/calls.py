@@ -5,6 +5,11 @@ DEK asks the HSM once.
 A PKCS#11 session is used by one thread at a time: the backend is called under a lock,
 whatever the pool's size. The bookkeeping of calls in flight is touched only by the
 thread that submits (the event loop's); the pool's threads only run the calls.
+
+At most ``max_pending`` calls wait or run at once (abandoned ones included: a call that
+timed out keeps its place until the pool has run it): beyond that ``submit`` refuses
+with ``KmsUnavailable``, so a hung HSM and a stream of new keys cannot grow the pool's
+queue without bound.
 """
 
 from __future__ import annotations
@@ -14,25 +19,49 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from .api import KmsUnavailable
+
 T = TypeVar("T")
+MAX_PENDING = 256
 
 
 class KmsCalls:
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, max_pending: int = MAX_PENDING) -> None:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kgw-kms")
         self._lock = threading.Lock()
         self._inflight: dict[Hashable, Future[Any]] = {}
+        self.max_pending = max_pending
+        self._pending = 0  # submitted and not done (counted under _count_lock)
+        self._count_lock = threading.Lock()
         self.submitted = 0  # calls made (tests, metrics)
+        self.refused = 0  # calls refused because max_pending were waiting
 
     def submit(self, key: Hashable, call: Callable[[], T]) -> Future[T]:
-        """The call in flight for ``key``, or a new one running ``call`` in the pool."""
+        """The call in flight for ``key``, or a new one running ``call`` in the pool;
+        ``KmsUnavailable`` when ``max_pending`` calls are waiting or running already."""
         found = self._inflight.get(key)
         if found is not None:
             return found
+        with self._count_lock:
+            if self._pending >= self.max_pending:
+                self.refused += 1
+                raise KmsUnavailable(
+                    f"{self._pending} key manager calls are waiting; not queueing more"
+                )
+            self._pending += 1
         future = self._pool.submit(self._locked, call)
+        future.add_done_callback(self._done)
         self._inflight[key] = future
         self.submitted += 1
         return future
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def _done(self, _future: Future[Any]) -> None:
+        with self._count_lock:
+            self._pending -= 1
 
     def forget(self, key: Hashable) -> None:
         """``key``'s call is done and its result taken: the next ``submit`` calls again."""
