@@ -18,6 +18,7 @@ import pytest
 from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
 
+from ...conftest import gateway_log_events
 from .. import workerprocs as wp
 from .conftest import Pki, kgw_certs, tls_listener, tls_section, wait_tls_ready
 from .test_tls_rotation import fingerprint, install
@@ -38,15 +39,26 @@ def served(gw: GatewayProcess, pki: Pki, pids: list[int]) -> dict[int, set[str]]
         ):
             der = tls.getpeercert(binary_form=True)
             assert der is not None
-            owner = None
-            for _ in range(20):  # the worker has the socket once it accepted it
-                owner = wp.owner(tls.getsockname()[1], pids)
-                if owner is not None:
-                    break
-                time.sleep(0.05)
+            owner = _owner(gw, tls.getsockname()[1], pids)
             assert owner is not None, "no worker holds the connection"
             seen.setdefault(owner, set()).add(hashlib.sha256(der).hexdigest())
     return seen
+
+
+def _owner(gw: GatewayProcess, client_port: int, pids: list[int]) -> int | None:
+    """The worker holding the server side of the connection from ``client_port``: the
+    process holding the socket, or else (a busy host's /proc/net/tcp, read while it
+    changes, can miss a line) the worker whose ``tls_established`` line names the port."""
+    slots = wp.workers(gw.pid) if gw.pid is not None else {}
+    for _ in range(100):  # the worker has the socket once it accepted it
+        owner = wp.owner(client_port, pids)
+        if owner is not None:
+            return owner
+        for event in gateway_log_events(gw, "tls_established"):
+            if event.get("peer") == f"127.0.0.1:{client_port}" and event.get("worker") in slots:
+                return slots[event["worker"]]
+        time.sleep(0.05)
+    return None
 
 
 @pytest.fixture
