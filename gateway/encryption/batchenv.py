@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .batch import COMPRESSION_MASK, CRC_START, HEADER, HEADER_SIZE, BatchError
-from .envelope import IV_SIZE, MAGIC, TAG_SIZE, EnvelopeError, KeyRef
+from .envelope import IV_SIZE, MAGIC, TAG_SIZE, EnvelopeError, KeyRef, pack_ref, unpack_ref
 from .fastpath import Head, _headers, varint, zigzag
 
 VERSION = 2
@@ -88,20 +88,7 @@ PLACEHOLDERS = _Placeholders()
 
 
 def header(ref: KeyRef, codec: int, base_timestamp: int, iv: bytes) -> bytes:
-    name = ref.kek.encode("utf-8")
-    if not 0 < len(name) < 256 or not 0 < len(ref.wrapped) < 256:
-        raise EnvelopeError("KEK name and wrapped DEK must be 1..255 bytes")
-    return b"".join(
-        (
-            PREFIX,
-            bytes((0, codec, len(name))),
-            name,
-            struct.pack(">HB", ref.version, len(ref.wrapped)),
-            ref.wrapped,
-            _TIMESTAMP.pack(base_timestamp),
-            iv,
-        )
-    )
+    return b"".join((PREFIX, bytes((0, codec)), pack_ref(ref), _TIMESTAMP.pack(base_timestamp), iv))
 
 
 def _max_delta(body: bytes, count: int) -> int:
@@ -248,22 +235,12 @@ def key_ref(value: bytes | memoryview) -> tuple[KeyRef, int, int, int]:
     if value[4]:
         raise EnvelopeError(f"envelope flags {value[4]} are not supported in version 2")
     codec = value[5]
-    size = value[6]
-    pos = 7 + size
-    if not size or pos + 3 > len(value):
-        raise EnvelopeError("envelope header truncated")
-    try:
-        name = bytes(value[7:pos]).decode("utf-8")
-    except UnicodeDecodeError:
-        raise EnvelopeError("KEK name is not UTF-8") from None
-    version, wrapped_size = struct.unpack_from(">HB", value, pos)
-    pos += 3
-    ts_at = pos + wrapped_size
-    iv_at = ts_at + 8
+    ref, ts_at = unpack_ref(value, 6)
+    iv_at = ts_at + _TIMESTAMP.size
     if iv_at + IV_SIZE + TAG_SIZE > len(value):
         raise EnvelopeError("envelope truncated")
     (base_ts,) = _TIMESTAMP.unpack_from(value, ts_at)
-    return KeyRef(name, version, bytes(value[pos:ts_at])), codec, base_ts, iv_at
+    return ref, codec, base_ts, iv_at
 
 
 def open_(

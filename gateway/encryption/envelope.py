@@ -57,20 +57,36 @@ def is_envelope(value: bytes | None) -> bool:
     return value is not None and len(value) > 4 and value[:3] == MAGIC
 
 
-def header(ref: KeyRef, flags: int, iv: bytes) -> bytes:
+def pack_ref(ref: KeyRef) -> bytes:
+    """The key reference as every format writes it: KEK name length u8, name (UTF-8),
+    KEK version u16, wrapped DEK length u8, wrapped DEK."""
     name = ref.kek.encode("utf-8")
     if not 0 < len(name) < 256 or not 0 < len(ref.wrapped) < 256:
         raise EnvelopeError("KEK name and wrapped DEK must be 1..255 bytes")
     return b"".join(
-        (
-            MAGIC,
-            bytes((VERSION, flags, len(name))),
-            name,
-            struct.pack(">HB", ref.version, len(ref.wrapped)),
-            ref.wrapped,
-            iv,
-        )
+        (bytes((len(name),)), name, struct.pack(">HB", ref.version, len(ref.wrapped)), ref.wrapped)
     )
+
+
+def unpack_ref(data: bytes | memoryview, at: int) -> tuple[KeyRef, int]:
+    """The key reference ``pack_ref`` wrote at ``at``, and the position after it (the
+    caller checks that what follows fits)."""
+    size = data[at]
+    pos = at + 1 + size
+    if not size or pos + 3 > len(data):
+        raise EnvelopeError("envelope header truncated")
+    try:
+        name = bytes(data[at + 1 : pos]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise EnvelopeError("KEK name is not UTF-8") from None
+    version, wrapped_size = struct.unpack_from(">HB", data, pos)
+    pos += 3
+    end = pos + wrapped_size
+    return KeyRef(name, version, bytes(data[pos:end])), end
+
+
+def header(ref: KeyRef, flags: int, iv: bytes) -> bytes:
+    return b"".join((MAGIC, bytes((VERSION, flags)), pack_ref(ref), iv))
 
 
 def seal(
@@ -98,20 +114,10 @@ def key_ref(envelope: bytes) -> tuple[KeyRef, int, int]:
     if len(envelope) < 6:
         raise EnvelopeError("envelope header truncated")
     flags = envelope[4]
-    size = envelope[5]
-    pos = 6 + size
-    if not size or pos + 3 > len(envelope):
-        raise EnvelopeError("envelope header truncated")
-    try:
-        name = envelope[6:pos].decode("utf-8")
-    except UnicodeDecodeError:
-        raise EnvelopeError("KEK name is not UTF-8") from None
-    version, wrapped_size = struct.unpack_from(">HB", envelope, pos)
-    pos += 3
-    iv_at = pos + wrapped_size
+    ref, iv_at = unpack_ref(envelope, 5)
     if iv_at + IV_SIZE + TAG_SIZE > len(envelope):
         raise EnvelopeError("envelope truncated")
-    return KeyRef(name, version, envelope[pos:iv_at]), flags, iv_at
+    return ref, flags, iv_at
 
 
 def open_(aead: AESGCM, envelope: bytes, iv_at: int, flags: int, topic: str) -> Opened:
