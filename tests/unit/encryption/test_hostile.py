@@ -5,16 +5,20 @@ broker, ciphertext to a client, or an exception that closes the connection."""
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from kio.schema.errors import ErrorCode
 
-from gateway.encryption import EncryptionFilter, envelope
+from gateway.encryption import EncryptionFilter, batchenv, envelope
 from gateway.encryption.batch import CONTROL, Batch, Record, encode, parse
 from gateway.encryption.compression import GZIP
+from gateway.encryption.envelope import KeyRef
+from gateway.encryption.fastpath import Head
 from gateway.kms.api import WrappedDek
 
 from .test_filter import (
@@ -267,3 +271,61 @@ def test_a_kek_name_too_long_for_the_envelope_is_a_clear_refusal(tmp_path: Path)
     inline = DekCache(item.kms, item.settings.dek)  # key manager calls on this thread
     with pytest.raises(RecordsError, match=r"1\.\.255 bytes"):
         encrypt_records(batch(), "enc.x", Rule(long_name, False, False), inline)
+
+
+def _forged_batch_envelope(kek: str, wrapped: bytes, topic: bytes = b"enc.orders") -> bytes:
+    """A well-formed format-2 batch sealed under a key nobody gave the gateway, naming
+    ``kek`` and ``wrapped`` (what a tenant able to write in clear could try to plant)."""
+    aead = AESGCM(os.urandom(32))
+    clear = records_of([b"MARKER-forged-1", b"MARKER-forged-2"])
+    return batchenv.seal(Head(clear), aead, KeyRef(kek, 1, wrapped), topic)
+
+
+@pytest.mark.parametrize(
+    ("kek", "wrapped"),
+    [
+        ("acme", b"\x01" * 40),  # the topic's own KEK, a DEK it never wrapped
+        ("globex", b"\x01" * 40),  # another tenant's KEK (unknown to this key manager)
+        ("acme", b"\x01"),  # a wrapped DEK the key wrap cannot even try
+    ],
+)
+def test_a_forged_batch_envelope_fails_the_partition_never_the_connection(
+    tmp_path: Path, kek: str, wrapped: bytes
+) -> None:
+    item = make_filter(tmp_path)
+    part = fetched(item, "enc.orders", _forged_batch_envelope(kek, wrapped))
+    assert part.error_code == ErrorCode.corrupt_message and not part.records
+
+
+def test_a_batch_envelope_moved_to_another_topic_does_not_open(tmp_path: Path) -> None:
+    """A genuine format-2 batch of ``enc.orders`` served as ``enc.payments``' (a tenant
+    copying ciphertext it can read into a topic it controls, or a mis-granted replica):
+    the topic is in the associated data, so it fails there and opens only at home."""
+    item = make_filter(tmp_path)
+    item_batch = EncryptionFilter(
+        {
+            "kms": {
+                "backend": "file",
+                "file": {"path": str(tmp_path / "keks.json")},
+                "allow_development_backend": True,
+            },
+            "policies": [{"tenant": "*", "prefixes": ["enc."], "granularity": "batch"}],
+        }
+    )
+    original = records_of([b"MARKER-moved", None])
+    call = run_request(item_batch, produce_v9("enc.orders", original))
+    sealed = bytes(call.body.topic_data[0].partition_data[0].records)
+    assert b"MARKER-moved" not in sealed
+    assert batchenv.envelope_of(Head(sealed)) is not None  # sealed whole: format 2
+    moved = fetched(item, "enc.payments", sealed)
+    assert moved.error_code == ErrorCode.corrupt_message and not moved.records
+    assert bytes(fetched(item, "enc.orders", sealed).records) == original
+
+
+def test_a_clear_writer_cannot_plant_a_batch_envelope_either(tmp_path: Path) -> None:
+    item = other_tenants_filter(tmp_path)
+    planted = records_of([b"KGE\x02\x00\x00\x04acme" + b"\x00" * 64, None])
+    call = run_request(item, produce_v9("enc.shared", planted))
+    assert call.rejection is not None
+    code, message = call.rejection
+    assert code == ErrorCode.invalid_record and "envelope" in (message or "")
