@@ -8,10 +8,15 @@ instance, the publisher included, ``absorb``s the total. A client that spreads i
 attempts over the workers of a host (SO_REUSEPORT picks one per connection) or over
 several gateways is slowed down and locked out as if it had used one.
 
+Pub/sub keeps nothing for a subscriber that is not connected, so the publisher also
+notes each key, with the time, in a sorted set of the window's recent keys; a
+subscriber that (re)subscribes first reads that set and the keys' totals (catch-up),
+so a notice published while it was away is not lost.
+
 Redis down or slow: every limiter keeps counting its own failures (the per-process
-behaviour); a warning when sharing stops and a line when it is back. Redis names hold
-a hash of the key; the notice holds the key itself (an address or a claimed principal,
-never a secret). The URL may hold a password: it never reaches a log line.
+behaviour); a warning when sharing stops and a line when it is back. Counter names hold
+a hash of the key; the notice and the recent-key set hold the key itself (an address or
+a claimed principal, never a secret). The URL may hold a password: it never reaches a log line.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ log = logging.getLogger("kgw.sasl")
 SLICES = 10  # counters per key and window: a failure ages out at most window/10 late
 QUEUE_MAX = 10_000  # keys waiting to be counted; beyond, the oldest are not shared
 KEY_MAX = 600  # longest key a notice may carry ("principal:" + a clipped claim)
+RECENT_MAX = 10_000  # keys a catch-up reads (the most recent); the set is cut to this
 RETRY_S = 1.0
 KEY_KINDS = ("addr:", "principal:")
 
@@ -69,6 +75,7 @@ class SharedFailures:
         self.url = url
         self.prefix = prefix
         self.channel = f"{prefix}:notices"
+        self.recent = f"{prefix}:recent"
         self.timeout_s = timeout_s
         self.instance = uuid.uuid4().hex
         self.slice_s = limiter.window_s / SLICES
@@ -103,13 +110,15 @@ class SharedFailures:
             pubsub: Any = client.pubsub()
             try:
                 await pubsub.subscribe(self.channel)
+                async with asyncio.timeout(10 * self.timeout_s):
+                    await self._catch_up(client)
                 self.subscribed.set()
                 self._up("subscriber")
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None:
                         self.receive(message.get("data"))
-            except (RedisError, OSError) as exc:
+            except (RedisError, OSError, TimeoutError) as exc:
                 self._failed("subscriber", exc)
             finally:
                 self.subscribed.clear()
@@ -125,6 +134,9 @@ class SharedFailures:
             log.warning("ignoring a malformed login-failure notice", extra=bad)
             return
         _origin, key, total = read
+        self._absorb(key, total)
+
+    def _absorb(self, key: str, total: int) -> None:
         if self.limiter.absorb(key, total):
             kind, _, name = key.partition(":")  # "addr:<host>" or "principal:<claimed>"
             log.warning(
@@ -166,16 +178,42 @@ class SharedFailures:
 
     async def _count(self, client: Any, key: str) -> int:
         """Count one failure under ``key``; its total within the window."""
-        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-        now_slice = math.floor(time.time() / self.slice_s)
-        names = [f"{self.prefix}:{digest}:{now_slice - back}" for back in range(SLICES + 1)]
+        now = time.time()
+        names = self._slices(key, now)
         expire_s = max(1, math.ceil(self.limiter.window_s + 2 * self.slice_s))
         pipe = client.pipeline(transaction=False)
         pipe.incr(names[0])
         pipe.expire(names[0], expire_s)
         pipe.mget(names)
-        _incremented, _expired, counts = await pipe.execute()
-        return sum(int(count) for count in counts if count is not None)
+        pipe.zadd(self.recent, {key: now})
+        pipe.zremrangebyscore(self.recent, 0, now - self.limiter.window_s)
+        pipe.zremrangebyrank(self.recent, 0, -RECENT_MAX - 1)
+        pipe.expire(self.recent, expire_s)
+        counts = (await pipe.execute())[2]
+        return _total(counts)
+
+    async def _catch_up(self, client: Any) -> None:
+        """Absorb the window's totals of the recently failed keys (after subscribing:
+        a notice sent meanwhile arrives on the channel, one sent before is read here)."""
+        now = time.time()
+        keys = await client.zrevrangebyscore(
+            self.recent, "+inf", now - self.limiter.window_s, start=0, num=RECENT_MAX
+        )
+        names = [k.decode() if isinstance(k, bytes) else str(k) for k in keys]
+        for start in range(0, len(names), 500):
+            chunk = names[start : start + 500]
+            pipe = client.pipeline(transaction=False)
+            for key in chunk:
+                pipe.mget(self._slices(key, now))
+            for key, counts in zip(chunk, await pipe.execute(), strict=True):
+                if len(key) <= KEY_MAX and key.startswith(KEY_KINDS):
+                    self._absorb(key, _total(counts))
+
+    def _slices(self, key: str, now: float) -> list[str]:
+        """Redis names of ``key``'s counters for the window ending at ``now``, newest first."""
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        now_slice = math.floor(now / self.slice_s)
+        return [f"{self.prefix}:{digest}:{now_slice - back}" for back in range(SLICES + 1)]
 
     # -- health ---------------------------------------------------------------------
 
@@ -194,6 +232,10 @@ class SharedFailures:
             self._down.discard(part)
             if not self._down:
                 log.info("login failures are shared again", extra={"event": "sasl_sharing_up"})
+
+
+def _total(counts: list[Any]) -> int:
+    return sum(int(count) for count in counts if count is not None)
 
 
 async def _quietly(awaitable: Any) -> None:

@@ -135,5 +135,30 @@ async def test_a_lost_redis_leaves_each_worker_counting_its_own(
     await _until(lambda: second.failures(ADDRESS) >= 1, within_s=15)
 
 
+async def test_a_worker_that_subscribes_late_catches_up(redis: RedisServer) -> None:
+    """Pub/sub keeps nothing for an absent subscriber: the totals counted before a
+    worker (re)subscribes reach it through the recent-key set."""
+    early = SharedFailures(FailureLimiter(max_failures=3, lockout_address_failures=4), redis.url)
+    late = SharedFailures(FailureLimiter(max_failures=3, lockout_address_failures=4), redis.url)
+    tasks = [asyncio.create_task(early.run())]
+    try:
+        await asyncio.wait_for(early.subscribed.wait(), 10)
+        for _ in range(4):
+            early.limiter.record_failure(ADDRESS, VICTIM)
+        await _until(lambda: not early._queue)  # all four counted in Redis
+        assert late.limiter.failures(ADDRESS) == 0
+        tasks.append(asyncio.create_task(late.run()))
+        await asyncio.wait_for(late.subscribed.wait(), 10)
+        assert late.limiter.failures(ADDRESS) == 4 and late.limiter.locked_out(ADDRESS)
+        assert late.limiter.failures(VICTIM) == 4
+        assert late.limiter.failures(address_key("192.0.2.8")) == 0
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 def _events(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [str(getattr(r, "event", "")) for r in caplog.records]
