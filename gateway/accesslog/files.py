@@ -25,10 +25,14 @@ from .sink import Drops, SinkError
 FILE_MODE = 0o640  # records name principals and client addresses
 
 
+# What ``json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)``
+# builds on every call, built once (stateless between calls; safe on several threads).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def encode_line(entry: dict[str, Any]) -> bytes:
     """One record as a compact JSON line (``default=str`` for stray non-JSON values)."""
-    text = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)
-    return text.encode("utf-8", "replace") + b"\n"
+    return _ENCODER.encode(entry).encode("utf-8", "replace") + b"\n"
 
 
 class RotatingFile:
