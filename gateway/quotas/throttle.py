@@ -25,18 +25,21 @@ class Throttle:
         self.engine = engine
         self.identity = identity
         self._subject: Subject | None = None
-        self._subject_key: tuple[str, str | None, str | None] | None = None
         self._until = 0.0  # the end of the longest throttle given so far (engine clock)
 
     def subject(self) -> Subject:
-        identity = self.identity
-        key = (identity.principal, identity.api_key_id, identity.tenant)
-        if self._subject is None or key != self._subject_key:
-            self._subject = Subject(
+        """Built again only when authentication changed who the connection is."""
+        identity, subject = self.identity, self._subject
+        if (
+            subject is None
+            or subject.principal != identity.principal
+            or subject.api_key_id != identity.api_key_id
+            or subject.tenant != identity.tenant
+        ):
+            subject = self._subject = Subject(
                 identity.principal, identity.api_key_id, identity.tenant, identity.host
             )
-            self._subject_key = key
-        return self._subject
+        return subject
 
     def fetch_blocked_ms(self) -> float:
         """Throttle of a Fetch that is over its byte quota already (answer it empty)."""
@@ -44,11 +47,9 @@ class Throttle:
 
     def on_request(self, api_key: int, size: int) -> float:
         """Charge a forwarded request; the throttle in ms (0: none)."""
-        subject = self.subject()
-        ms = self.engine.charge(subject, QuotaKind.REQUESTS, 1)
-        if api_key == apis.PRODUCE:
-            ms = max(ms, self.engine.charge(subject, QuotaKind.PRODUCE_BYTES, size))
-        return self._given(ms)
+        produced = size if api_key == apis.PRODUCE else None
+        ms = self.engine.charge_request(self.subject(), produced)
+        return self._given(ms) if ms > 0 else ms
 
     def left_ms(self) -> float:
         """What is left now of the throttles this connection was given (its mute runs
