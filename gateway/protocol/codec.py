@@ -69,9 +69,10 @@ def _skip_tagged_fields(data: Data, offset: int) -> int:
     return offset
 
 
-def parse_request_head(data: Data) -> RequestHead:
-    """The whole request header; the API version must be one kio knows."""
-    key, version, correlation_id = peek_request(data)
+def parse_request_head(data: Data, prefix: tuple[int, int, int] | None = None) -> RequestHead:
+    """The whole request header; the API version must be one kio knows. ``prefix``:
+    what ``peek_request`` read from ``data`` already (the caller peeked first)."""
+    key, version, correlation_id = peek_request(data) if prefix is None else prefix
     if len(data) < 10:
         raise ProtocolError("request header is truncated before client_id")
     (length,) = _INT16.unpack_from(data, 8)
@@ -92,13 +93,17 @@ def parse_request_head(data: Data) -> RequestHead:
     return RequestHead(key, version, correlation_id, client_id, offset)
 
 
-def _read_exact(cls: type[E], data: Data, offset: int, what: str, strict: bool = True) -> E:
+def _read_exact(cls: type[E], data: Data, offset: int, version: int, strict: bool = True) -> E:
+    """``cls`` at ``offset``; errors name it and ``version`` (named on failure only: this
+    runs for every request and response decoded)."""
     try:
         entity, size = entity_reader(cls)(data, offset)
     except (DecodeError, ValueError, UnicodeDecodeError, KeyError) as exc:
         # KeyError: kio knows no such tagged field (Kafka would skip it; kio cannot)
+        what = f"{cls.__name__} v{version}"
         raise ProtocolError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from None
     if strict and offset + size != len(data):
+        what = f"{cls.__name__} v{version}"
         raise ProtocolError(f"{what} has {len(data) - offset - size} trailing bytes")
     return entity
 
@@ -107,8 +112,7 @@ def decode_request(head: RequestHead, data: Data) -> Entity:
     """Decode a request body. Trailing bytes are ignored, as Kafka's own parser does:
     librdkafka 2.x sends three extra bytes after an all-topics MetadataRequest v13."""
     cls = request_schema(head.api_key, head.api_version)
-    what = f"{cls.__name__} v{head.api_version}"
-    return _read_exact(cls, data, head.body_offset, what, strict=False)
+    return _read_exact(cls, data, head.body_offset, head.api_version, strict=False)
 
 
 def response_body_offset(data: Data, api_key: int, api_version: int) -> int:
@@ -134,7 +138,7 @@ def decode_response(data: Data, api_key: int, api_version: int, cls: type[E] | N
     """Decode a response frame's body (``cls`` overrides the schema, e.g. ApiVersions v0)."""
     offset = response_body_offset(data, api_key, api_version)
     schema: type[Any] = cls if cls is not None else response_schema(api_key, api_version)
-    entity: E = _read_exact(schema, data, offset, f"{schema.__name__} v{api_version}")
+    entity: E = _read_exact(schema, data, offset, api_version)
     return entity
 
 
