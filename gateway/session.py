@@ -143,10 +143,11 @@ class Session:
             return None  # the connection is closing; nothing more is read
         self.requests += 1
         try:
-            key, version, correlation_id = peek_request(memoryview(data)[4:])
+            prefix = peek_request(memoryview(data)[4:])
+            key, version, correlation_id = prefix
             exchange = head = None
             if self.observe:  # Produce: records counted below, from the body if decoded
-                exchange, head = begin_exchange(data, count=key != apis.PRODUCE)
+                exchange, head = begin_exchange(data, None, key != apis.PRODUCE, prefix)
         except ProtocolError as exc:
             raise Fault("client", str(exc)) from None
         request = Request(data, key, version, correlation_id, exchange, head)

@@ -68,17 +68,23 @@ def begin(frame: bytes, arrived: float | None = None, count: bool = True) -> Exc
 
 
 def begin_parsed(
-    frame: bytes, arrived: float | None = None, count: bool = True
+    frame: bytes,
+    arrived: float | None = None,
+    count: bool = True,
+    prefix: tuple[int, int, int] | None = None,
 ) -> tuple[Exchange, RequestHead | None]:
     """``begin``, and the request header it parsed (None: it did not parse), so that
-    the caller need not parse it again."""
+    the caller need not parse it again. ``prefix``: what ``peek_request`` read from the
+    frame already (the session peeks first)."""
     payload = memoryview(frame)[4:]
     when = time.monotonic() if arrived is None else arrived
-    key, version, correlation_id = peek_request(payload)
+    if prefix is None:
+        prefix = peek_request(payload)
+    key, version, correlation_id = prefix
     if version not in apis.decodable_versions(key):
         return Exchange(key, version, correlation_id, None, len(frame), when), None
     try:
-        head = parse_request_head(payload)
+        head = parse_request_head(payload, prefix)
     except ProtocolError:
         return Exchange(key, version, correlation_id, None, len(frame), when), None
     exchange = Exchange(
