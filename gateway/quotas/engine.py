@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
+from .booking import CLOSED, Booking, Closed, Found, Hot, Unset
 from .bucket import LeasedBucket, TokenBucket, floor_for, throttle_ms
 from .connections import ConnectionLimiter
 from .kafka_entities import (
@@ -62,7 +63,8 @@ class QuotaEngine:
         self._cache: dict[tuple[Subject, QuotaKind], Limit | None] = {}
         # (subject, kind) -> (limit, its bucket in the current mode); emptied whenever a
         # bucket is dropped, the settings change or the Redis state does
-        self._hot: dict[tuple[Subject, QuotaKind], tuple[Limit, TokenBucket | LeasedBucket]] = {}
+        self._hot: dict[tuple[Subject, QuotaKind], Hot] = {}
+        self._generation = 0  # moves on whenever ``_hot`` is emptied (``Booking``)
         self._leased: dict[str, LeasedBucket] = {}
         self._local: dict[str, TokenBucket] = {}  # alone, or failing open
         self._due: set[str] = set()
@@ -105,7 +107,7 @@ class QuotaEngine:
             settings, self.cfg.plans, self.cfg.default_plan, self.cfg.default_burst_s
         )
         self._cache.clear()
-        self._hot.clear()
+        self._forget_hot()
         self.counters["settings_loaded_total"] += 1
 
     def settings_changed(self) -> None:
@@ -145,18 +147,31 @@ class QuotaEngine:
         except Exception:
             return self._internal_error()
 
-    def charge_request(self, subject: Subject, produce_bytes: int | None = None) -> float:
+    def charge_request(
+        self, subject: Subject, produce_bytes: int | None = None, booking: Booking | None = None
+    ) -> float:
         """A forwarded request, booked at one reading of the clock: one ``REQUESTS`` and,
-        for a Produce, its ``produce_bytes`` of ``PRODUCE_BYTES``; the longer throttle."""
+        for a Produce, its ``produce_bytes`` of ``PRODUCE_BYTES``; the longer throttle.
+        ``booking``: the connection's memo of its buckets (``booking``), else looked up."""
+        if booking is None:
+            booking = Booking()
         try:  # each booking as ``charge`` makes it: a failure of one spares the other
             t = self._clock()
-            ms = self._charge(subject, QuotaKind.REQUESTS, 1, t)
+            if booking.generation != self._generation or booking.subject is not subject:
+                booking.reset(self._generation, subject)
+            entry = booking.requests
+            if isinstance(entry, Unset):
+                entry = booking.requests = self._entry(subject, QuotaKind.REQUESTS, t)
+            ms = self._book(QuotaKind.REQUESTS, entry, 1, t)
         except Exception:
             return self._internal_error()
         if produce_bytes is None:
             return ms
         try:
-            produced = self._charge(subject, QuotaKind.PRODUCE_BYTES, produce_bytes, t)
+            entry = booking.produced
+            if isinstance(entry, Unset):
+                entry = booking.produced = self._entry(subject, QuotaKind.PRODUCE_BYTES, t)
+            produced = self._book(QuotaKind.PRODUCE_BYTES, entry, produce_bytes, t)
         except Exception:
             produced = self._internal_error()
         return max(ms, produced)
@@ -164,17 +179,30 @@ class QuotaEngine:
     def _charge(self, subject: Subject, kind: QuotaKind, amount: float, t: float) -> float:
         hot = self._hot.get((subject, kind))
         if hot is None:
-            limit = self.limit(subject, kind)
-            if limit is None:
-                return 0.0
-            bucket = self._bucket(limit, t)
-            if bucket is None:
-                return self._throttled(kind, self._cap)
+            found = self._entry(subject, kind, t)
+            if found is None or isinstance(found, Closed):
+                return self._book(kind, found, amount, t)
+            hot = found
             if len(self._hot) >= CACHE_MAX:
-                self._hot.clear()
-            self._hot[(subject, kind)] = (limit, bucket)
-        else:
-            limit, bucket = hot
+                self._forget_hot()
+            self._hot[(subject, kind)] = hot
+        return self._book(kind, hot, amount, t)
+
+    def _entry(self, subject: Subject, kind: QuotaKind, t: float) -> Found:
+        """The limit of ``kind`` for ``subject`` and its bucket (None: no quota); ``CLOSED``
+        when it falls under a quota but Redis is down and the policy fails closed."""
+        limit = self.limit(subject, kind)
+        if limit is None:
+            return None
+        bucket = self._bucket(limit, t)
+        return CLOSED if bucket is None else (limit, bucket)
+
+    def _book(self, kind: QuotaKind, entry: Found, amount: float, t: float) -> float:
+        if entry is None:
+            return 0.0
+        if isinstance(entry, Closed):
+            return self._throttled(kind, self._cap)
+        limit, bucket = entry
         deficit = bucket.charge(amount, t)
         self.counters[_CHARGED[kind]] += int(amount)
         if isinstance(bucket, LeasedBucket) and bucket.needs_sync():
@@ -184,6 +212,11 @@ class QuotaEngine:
         if deficit <= 0:
             return 0.0
         return self._throttled(kind, throttle_ms(deficit, bucket.rate, self._cap))
+
+    def _forget_hot(self) -> None:
+        """Drop every looked-up bucket; connections' ``Booking`` memos lapse with them."""
+        self._hot.clear()
+        self._generation += 1
 
     def throttle_for(self, subject: Subject, kind: QuotaKind, now: float | None = None) -> float:
         """The throttle a request would get right now, booking nothing (for a Fetch that
@@ -335,7 +368,7 @@ class QuotaEngine:
         for key, bucket in list(self._local.items()):
             if bucket.tokens + (now - bucket.updated) * bucket.rate >= bucket.burst:
                 del self._local[key]
-                self._hot.clear()
+                self._forget_hot()
         self._connections.prune(now)
 
     def set_redis_state(self, state: str, reason: str | None = None) -> None:
@@ -344,7 +377,7 @@ class QuotaEngine:
             return
         self.redis_state = state
         self._mode()
-        self._hot.clear()
+        self._forget_hot()
         self._local.clear()  # fail-open buckets start afresh each outage
         if state == "down":  # leases and debts are the shared bucket's business now
             self._leased.clear()
@@ -377,7 +410,7 @@ class QuotaEngine:
             debit, want = bucket.sync_request(release=release)
             if release and debit == 0:
                 del self._leased[key]
-                self._hot.clear()
+                self._forget_hot()
                 continue
             take = Take(key, bucket.rate, bucket.burst, bucket.floor, debit, want)
             work.append((bucket, take, release))
@@ -394,7 +427,7 @@ class QuotaEngine:
             bucket.synced(take.debit, grant, tokens, now)
             if release and bucket.lease == 0 and self._leased.get(take.bucket) is bucket:
                 del self._leased[take.bucket]
-                self._hot.clear()
+                self._forget_hot()
             self.counters["leased_total"] += round(grant)
         self.counters["syncs_total"] += 1
 

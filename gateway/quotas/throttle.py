@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..identity import ClientIdentity
 from ..protocol import apis
+from .booking import Booking
 from .model import QuotaKind, Subject
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class Throttle:
         self.engine = engine
         self.identity = identity
         self._subject: Subject | None = None
+        self._booking = Booking()  # the buckets its requests are charged to (engine's memo)
         self._until = 0.0  # the end of the longest throttle given so far (engine clock)
 
     def subject(self) -> Subject:
@@ -48,7 +50,7 @@ class Throttle:
     def on_request(self, api_key: int, size: int) -> float:
         """Charge a forwarded request; the throttle in ms (0: none)."""
         produced = size if api_key == apis.PRODUCE else None
-        ms = self.engine.charge_request(self.subject(), produced)
+        ms = self.engine.charge_request(self.subject(), produced, self._booking)
         return self._given(ms) if ms > 0 else ms
 
     def left_ms(self) -> float:
