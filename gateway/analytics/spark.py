@@ -99,6 +99,9 @@ def session(
         .config("spark.sql.shuffle.partitions", shuffle)
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
+        # The rollups reach Python in a few large Arrow batches, not one per 10,000 rows
+        # (every pyarrow call on them pays per chunk; decision 0031).
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .config("spark.driver.extraJavaOptions", java_options)
     )
     if master.startswith("local"):
