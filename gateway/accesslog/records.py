@@ -120,7 +120,8 @@ def request_record(
     ``namespace``: the prefix of a namespaced tenant (its names are the recorded
     cluster-side names without it); ``null`` for everyone else."""
     # One dict display in REQUEST_FIELDS order (the encoded line follows it): built on
-    # every request, it is the access log's hottest code.
+    # every request, it is the access log's hottest code. The identity fields repeat
+    # ``_identity_fields`` (a test holds them equal).
     return {
         "v": SCHEMA_VERSION,
         "ts": rfc3339_ms(now),

@@ -157,3 +157,28 @@ def test_resources_of_group_and_metadata_apis() -> None:
     assert resources_of(deletes).topics == ("old", "older")
     describe = _request(15, 5, {"groups": ["g1", "g2"]})
     assert resources_of(describe).groups == ("g1", "g2")
+
+
+def test_request_and_connection_records_say_the_same_about_who() -> None:
+    """``request_record`` spells the identity fields out for speed: they must stay those
+    ``connection_record`` takes from ``_identity_fields``, value for value."""
+    identity = ClientIdentity("public", "198.51.100.4", 40100, "User:alice")
+    identity.tenant, identity.api_key_id, identity.sasl_mechanism = "acme", "ak_1", "PLAIN"
+    who = ("instance", "conn", "listener", "client_host", "client_port", "principal")
+    who += ("tenant", "api_key_id", "sasl_mechanism")
+    connection = connection_record("gw", "c1", identity, "auth", outcome="success", now=T0)
+    request = request_record(
+        "gw",
+        "c1",
+        identity,
+        api_key=0,
+        api_version=9,
+        correlation_id=1,
+        client_id="x",
+        bytes_in=10,
+        bytes_out=5,
+        latency_ms=1.0,
+        now=T0,
+    )
+    assert {k: request[k] for k in who} == {k: connection[k] for k in who}
+    assert connection["tenant"] == "acme" and request["sasl_mechanism"] == "PLAIN"
