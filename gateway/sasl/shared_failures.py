@@ -115,10 +115,12 @@ class SharedFailures:
                 self.subscribed.set()
                 self._up("subscriber")
                 while True:
+                    _unless_cancelled()  # redis-py may have swallowed a cancellation
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None:
                         self.receive(message.get("data"))
             except (RedisError, OSError, TimeoutError) as exc:
+                _unless_cancelled(exc)
                 self._failed("subscriber", exc)
             finally:
                 self.subscribed.clear()
@@ -160,6 +162,7 @@ class SharedFailures:
         )
         try:
             while True:
+                _unless_cancelled()  # redis-py may have swallowed a cancellation
                 await self._wake.wait()
                 self._wake.clear()
                 while self._queue:
@@ -168,6 +171,7 @@ class SharedFailures:
                         total = await self._count(client, key)
                         await client.publish(self.channel, notice(self.instance, key, total))
                     except (RedisError, OSError) as exc:
+                        _unless_cancelled(exc)
                         self._failed("publisher", exc)
                         await asyncio.sleep(RETRY_S)
                         continue
@@ -232,6 +236,16 @@ class SharedFailures:
             self._down.discard(part)
             if not self._down:
                 log.info("login failures are shared again", extra={"event": "sasl_sharing_up"})
+
+
+def _unless_cancelled(exc: BaseException | None = None) -> None:
+    """Raise a cancellation when this task was asked to stop: redis-py can swallow a
+    cancellation that lands inside one of its calls (or turn it into a timeout or
+    connection error), and waiting or retrying then would keep a stopping gateway (or
+    worker) waiting forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
 
 
 def _total(counts: list[Any]) -> int:
