@@ -76,12 +76,9 @@ def produce(request: Any, check: Check, rc: type[Any]) -> Verdict:
     txn = request.transactional_id
     if txn is not None and not check(R.TRANSACTIONAL_ID, txn, Op.WRITE):
         return split(request, rc, "topic_data", "responses", lambda _t: False, TXN_DENIED)
-    # ``_topics``' checks, one per topic in order, made here first: Produce is the
-    # request of every record sent, and nearly always wholly allowed (no split then).
-    answers = [
-        (name := item_name(topic)) is not None and check(R.TOPIC, name, Op.WRITE)
-        for topic in request.topic_data or ()
-    ]
+    # ``_topics``' checks made here first, in order: Produce is nearly always all allowed
+    topics = request.topic_data or ()
+    answers = [(n := item_name(t)) is not None and check(R.TOPIC, n, Op.WRITE) for t in topics]
     if all(answers):
         return PASS
     given = iter(answers)  # ``split`` meets the topics in the same order
