@@ -20,19 +20,34 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .sink import Drops, SinkError
 
 FILE_MODE = 0o640  # records name principals and client addresses
 
 
-# What ``json.dumps(entry, separators=(",", ":"), ensure_ascii=False, default=str)``
-# builds on every call, built once (stateless between calls; safe on several threads).
+# The reference: ``json.dumps(entry, separators=(",", ":"), ensure_ascii=False,
+# default=str)``, built once (stateless between calls; safe on several threads).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+# orjson writes the same bytes ~10x faster for what records hold (decision 0048);
+# datetimes, dataclasses and str/int subclasses go to ``default`` (str) as in the
+# reference, and what orjson refuses (non-str keys, lone surrogates, ints beyond 64
+# bits, deep nesting) is encoded by the reference instead.
+_FAST_OPTIONS = (
+    orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+)
 
 
 def encode_line(entry: dict[str, Any]) -> bytes:
-    """One record as a compact JSON line (``default=str`` for stray non-JSON values)."""
-    return _ENCODER.encode(entry).encode("utf-8", "replace") + b"\n"
+    """One record as a compact JSON line (``default=str`` for stray non-JSON values).
+
+    The bytes of the reference encoder, except that NaN and ±Infinity (which no record
+    holds, and which JSON has no spelling for) are written as ``null``."""
+    try:
+        return orjson.dumps(entry, default=str, option=_FAST_OPTIONS)
+    except orjson.JSONEncodeError:
+        return _ENCODER.encode(entry).encode("utf-8", "replace") + b"\n"
 
 
 class RotatingFile:

@@ -22,8 +22,10 @@ every ``report_interval_s`` in one ``accesslog_dropped`` log line while they gro
 
 ``batch_delay_s``: a writer woken by a record waits this long before it takes its
 batch, so that the records of requests close in time go to the sink together (one
-hand-off to the file thread for many records instead of one each); not when a
-batch is full already, when ``block`` mode is holding readers back, or at close.
+hand-off to the file thread for many records instead of one each), and records
+queued while a batch was being written wait until ``batch_delay_s`` after that batch
+was taken: at most one batch per ``batch_delay_s`` while the sink keeps up. Not when
+a batch is full already, when ``block`` mode is holding readers back, or at close.
 """
 
 from __future__ import annotations
@@ -209,6 +211,8 @@ class AccessLog:
 
     async def _drain(self, channel: _Channel) -> None:
         backoff = 0.1
+        loop = asyncio.get_running_loop()
+        taken_at = float("-inf")
         while True:
             if not channel.queue:
                 if self._closing:
@@ -218,6 +222,11 @@ class AccessLog:
                 if self.batch_delay_s > 0 and not self._closing:
                     await self._gather(channel)
                 continue
+            if self.batch_delay_s > 0 and not self._closing:
+                # records queued while the last batch was written: at most one batch
+                # per batch_delay_s, so they wait no longer than a woken writer would
+                await self._gather(channel, taken_at + self.batch_delay_s - loop.time())
+            taken_at = loop.time()
             batch = [channel.queue[i] for i in range(min(len(channel.queue), BATCH_MAX))]
             try:
                 drops = await channel.sink.write(batch)
@@ -246,11 +255,13 @@ class AccessLog:
                 )
             self._check_capacity()
 
-    async def _gather(self, channel: _Channel) -> None:
-        """Let more records join the first one's batch (``batch_delay_s``). One timer per
-        batch: ``wake`` stays set meanwhile, so recording costs nothing more."""
-        if len(channel.queue) < BATCH_MAX and not self._over:
-            await asyncio.sleep(self.batch_delay_s)
+    async def _gather(self, channel: _Channel, delay: float | None = None) -> None:
+        """Let more records join the first one's batch for ``delay`` (``batch_delay_s``
+        unless told). One timer per batch: ``wake`` stays set meanwhile, so recording
+        costs nothing more."""
+        delay = self.batch_delay_s if delay is None else delay
+        if delay > 0 and len(channel.queue) < BATCH_MAX and not self._over:
+            await asyncio.sleep(delay)
 
     def _sink_failed(self, channel: _Channel, reason: str) -> None:
         if channel.failing != reason:

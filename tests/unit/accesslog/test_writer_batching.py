@@ -62,3 +62,47 @@ async def test_close_during_the_delay_writes_everything() -> None:
     await task
     assert [e["n"] for batch in sink.batches for e in batch] == list(range(10))
     assert access.stats()["file"].written == 10 and access.dropped_total == 0
+
+
+class SlowSink(BatchSink):
+    """Each write takes ``seconds``; remembers when each batch was handed over."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.handed: list[float] = []
+
+    async def write(self, entries: list[dict[str, Any]]) -> Drops:
+        self.handed.append(asyncio.get_running_loop().time())
+        self.batches.append(list(entries))
+        await asyncio.sleep(self.seconds)
+        return {}
+
+
+async def test_records_queued_during_a_write_wait_for_the_next_batch_period() -> None:
+    """A steady stream: one batch per ``batch_delay_s`` (not one per finished write), in
+    order, none lost, and no record waits much longer than the delay."""
+    loop = asyncio.get_running_loop()
+    sink = SlowSink(0.005)
+    delay = 0.05
+    access = AccessLog([sink], queue_size=10_000, report_interval_s=3600, batch_delay_s=delay)
+    task = asyncio.create_task(access.run())
+    queued: list[float] = []
+    start = loop.time()
+    n = 0
+    while loop.time() - start < 0.5:
+        queued.append(loop.time())
+        access.record({"n": n})
+        n += 1
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.2)
+    assert [e["n"] for batch in sink.batches for e in batch] == list(range(n))
+    assert len(sink.batches) <= 0.5 / delay + 2  # a write each ~6 ms would be ~80
+    gaps = [b - a for a, b in zip(sink.handed, sink.handed[1:], strict=False)]
+    assert min(gaps) >= delay * 0.9
+    first = 0
+    for handed, batch in zip(sink.handed, sink.batches, strict=True):
+        assert handed - queued[first] <= delay + 0.05  # slack for a busy test machine
+        first += len(batch)
+    await access.close()
+    await task
