@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ..filewatch import FilePoller
 from .casbin_model import CompiledPolicy, ModelError
 from .lint import errors, lint
 from .model import DEFAULT_DENY, SUPER_USER, Decision, Operation, Permission, ResourceType
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kgw.authz")
 
+RECHECK_S = 30.0  # the files are read again this often even when no change was seen
 _SUPER = Decision(True, SUPER_USER)
 _DEFAULT = Decision(False, DEFAULT_DENY)
 Decide = Callable[[str, str, ResourceType, str, Operation], Decision]
@@ -228,9 +230,13 @@ class Authorizer:
             loop.call_soon_threadsafe(wake.set)
 
     async def watch(self, stop_event: asyncio.Event) -> None:
-        """Reload every ``reload_interval_s`` (and at once on a notice) until ``stop_event``."""
+        """Reload when the files change (stat'ed every ``reload_interval_s`` on a thread of
+        their own: ``FilePoller``), at once on a notice, and every ``RECHECK_S`` whatever
+        the poller saw, until ``stop_event``."""
         self._loop = asyncio.get_running_loop()
         self._wake = wake = asyncio.Event()
+        poller = FilePoller((self.store.model_path, self.store.policy_path), self.reload_interval_s)
+        poller.start()
         notifier_task: asyncio.Task[None] | None = None
         if self.notifier is not None:
             notifier_task = asyncio.create_task(
@@ -247,14 +253,15 @@ class Authorizer:
                 self._check_expected()
                 await self._publish()
                 wake_task = asyncio.create_task(wake.wait(), name="authz-policy-wake")
+                poll_task = asyncio.create_task(poller.wait(RECHECK_S), name="authz-policy-poll")
                 await asyncio.wait(
-                    {stop_task, wake_task},
-                    timeout=self.reload_interval_s,
-                    return_when=asyncio.FIRST_COMPLETED,
+                    {stop_task, wake_task, poll_task}, return_when=asyncio.FIRST_COMPLETED
                 )
                 wake_task.cancel()
+                poll_task.cancel()
                 wake.clear()
         finally:
+            poller.close()
             for task in (stop_task, notifier_task):
                 if task is not None:
                     task.cancel()

@@ -58,6 +58,11 @@ class TenantStore:
     async def close(self) -> None:
         await self.backend.close()
 
+    def watched_files(self) -> list[Path]:
+        """The files a change of the store shows in (none: ask the store itself)."""
+        path = getattr(self.backend, "path", None)
+        return [path] if isinstance(path, Path) else []
+
     async def all(self) -> dict[str, Tenant]:
         records = await self.backend.all()
         return {name: Tenant.from_record(record) for name, record in records.items()}

@@ -1,7 +1,8 @@
 """The gateway's view of which tenants are blocked (suspended or deleted).
 
-``TenantWatch.run`` polls the tenant store every ``interval_s`` (0.25 s: a state
-change reaches every instance within half a second) and calls ``on_blocked`` with
+``TenantWatch.run`` looks at the tenant store every ``interval_s`` (0.25 s: a state
+change reaches every instance within half a second; a file store is stat'ed on a
+thread of its own and read only when it changed, decision 0048) and calls ``on_blocked`` with
 the blocked tenants whenever the set is not empty, so connections that slipped in
 between two polls are closed at the next one. ``blocked(tenant)`` is a set lookup
 for the authentication path. When the store cannot be read the last known state
@@ -16,11 +17,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from ..filewatch import FilePoller
 from .model import TenantError
 from .store import TenantStore
 
 log = logging.getLogger("kgw.tenants")
 POLL_S = 0.25
+RECHECK_S = 30.0  # a file store is read this often even when no change was seen
 
 
 class TenantWatch:
@@ -69,12 +72,40 @@ class TenantWatch:
         return blocked
 
     async def run(self, stop: asyncio.Event, on_blocked: Callable[[frozenset[str]], None]) -> None:
+        """A file store is read when ``FilePoller`` saw it change (stat'ed every
+        ``interval_s`` on a thread of its own) and every ``RECHECK_S``; a Redis store
+        every ``interval_s``. While tenants are blocked, ``on_blocked`` is called every
+        ``interval_s`` either way."""
+        files = self.store.watched_files()
+        poller = FilePoller(files, self.interval_s) if files else None
+        if poller is not None:
+            poller.start()
+        stop_task = asyncio.create_task(stop.wait(), name="tenant-watch-stop")
         try:
+            read = True
             while not stop.is_set():
-                blocked = await self.refresh()
+                if read:
+                    blocked = await self.refresh()
+                else:
+                    blocked = self._blocked
                 if blocked:
                     on_blocked(blocked)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval_s)
+                if poller is None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self.interval_s)
+                    continue
+                timeout = self.interval_s if blocked else RECHECK_S
+                poll_task = asyncio.create_task(poller.wait(timeout), name="tenant-watch-poll")
+                await asyncio.wait({stop_task, poll_task}, return_when=asyncio.FIRST_COMPLETED)
+                poll_task.cancel()
+                # a change, or a quiet RECHECK_S; not a blocked tenant's interval tick
+                read = (
+                    poll_task.done()
+                    and not poll_task.cancelled()
+                    and (poll_task.result() or not blocked)
+                )
         finally:
+            stop_task.cancel()
+            if poller is not None:
+                poller.close()
             await self.store.close()
