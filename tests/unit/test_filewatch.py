@@ -5,10 +5,11 @@ nothing changes but still see an edit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gateway.authz.engine import Authorizer
@@ -30,76 +31,63 @@ def _age(path: Path, seconds: float = 60) -> None:
     os.utime(path, (then, then))
 
 
-async def test_an_edit_wakes_the_waiter_and_nothing_else_does(tmp_path: Path) -> None:
-    watched = tmp_path / "policy.csv"
-    watched.write_text("a\n")
-    _age(watched)
-    poller = FilePoller([watched], INTERVAL)
+@contextlib.contextmanager
+def _poller(path: Path, text: str, old: bool = True, racy_s: float = 2.0) -> Iterator[FilePoller]:
+    """A started poller of ``path`` (written with ``text``; back-dated when ``old``)."""
+    path.write_text(text)
+    if old:
+        _age(path)
+    poller = FilePoller([path], INTERVAL, racy_s=racy_s)
     poller.start()
     try:
+        yield poller
+    finally:
+        poller.close()
+
+
+async def test_an_edit_wakes_the_waiter_and_nothing_else_does(tmp_path: Path) -> None:
+    watched = tmp_path / "policy.csv"
+    with _poller(watched, "a\n") as poller:
         assert await poller.wait(0.3) is False  # quiet: no notice, the timeout returns
         assert poller.notices == 0
         watched.write_text("ab\n")  # another size, a new mtime
         assert await poller.wait(2.0) is True
-    finally:
-        poller.close()
 
 
 async def test_an_edit_that_keeps_the_stat_is_still_reported_while_the_file_is_young(
     tmp_path: Path,
 ) -> None:
-    watched = tmp_path / "tenants.json"
-    watched.write_text("x")
-    poller = FilePoller([watched], INTERVAL, racy_s=5.0)
-    poller.start()
-    try:  # young: each look may hide an edit with the same signature, so each one wakes
+    with _poller(tmp_path / "tenants.json", "x", old=False, racy_s=5.0) as poller:
+        # young: each look may hide an edit with the same signature, so each one wakes
         assert await poller.wait(1.0) is True
         assert await poller.wait(1.0) is True
-    finally:
-        poller.close()
 
 
 async def test_a_removed_and_recreated_file_is_a_change_each_time(tmp_path: Path) -> None:
     watched = tmp_path / "model.conf"
-    watched.write_text("m")
-    _age(watched)
-    poller = FilePoller([watched], INTERVAL)
-    poller.start()
-    try:
+    with _poller(watched, "m") as poller:
         watched.unlink()
         assert await poller.wait(2.0) is True
         watched.write_text("m")
         _age(watched)
         assert await poller.wait(2.0) is True
         assert await poller.wait(0.2) is False
-    finally:
-        poller.close()
 
 
 async def test_an_edit_between_start_and_the_first_read_is_seen(tmp_path: Path) -> None:
     """The baseline is taken in ``start``: what the caller reads after it is never
     newer than a change the poller will report."""
     watched = tmp_path / "policy.csv"
-    watched.write_text("a")
-    _age(watched)
-    poller = FilePoller([watched], INTERVAL)
-    poller.start()
-    try:
+    with _poller(watched, "a") as poller:
         watched.write_text("abc")
         _age(watched, 30)  # even back-dated: the size and mtime differ from the baseline
         assert await poller.wait(2.0) is True
-    finally:
-        poller.close()
 
 
 async def test_close_ends_the_thread(tmp_path: Path) -> None:
-    watched = tmp_path / "f"
-    watched.write_text("f")
-    poller = FilePoller([watched], INTERVAL)
-    poller.start()
-    thread = poller._thread
-    assert thread is not None and thread.is_alive()
-    poller.close()
+    with _poller(tmp_path / "f", "f") as poller:
+        thread = poller._thread
+        assert thread is not None and thread.is_alive()
     await asyncio.to_thread(thread.join, 2.0)
     assert not thread.is_alive()
 
