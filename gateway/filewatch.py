@@ -21,8 +21,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-Signature = tuple[int, int, int, int] | str
-"""A file's (mtime_ns, size, inode, device), or why it could not be stat'ed."""
+Signature = tuple[int, int, int, int, int] | str
+"""A file's (mtime_ns, size, inode, device, mode), or why it could not be stat'ed (a
+chmod is a change: the stores refuse files others may read)."""
 
 
 def signature(path: Path) -> Signature:
@@ -30,7 +31,7 @@ def signature(path: Path) -> Signature:
         st = os.stat(path)
     except OSError as exc:
         return f"{type(exc).__name__}:{exc.errno}"
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_mode)
 
 
 class FilePoller:
