@@ -226,7 +226,7 @@ def singles_frame(events: Any, part: str = "all") -> Any:
     wanted = {
         "all": has(Flag.AUTH_FAILURE | Flag.THROTTLED) | admin,
         "logins": failure | (has(Flag.THROTTLED) & ~admin),
-        "admin": admin,
+        "admin": admin & ~failure,
     }
     if part not in wanted:
         raise ValueError(f"unknown part of the singles: {part!r}")
@@ -234,12 +234,19 @@ def singles_frame(events: Any, part: str = "all") -> Any:
         api, targets = F.lit(None).cast("string"), F.lit(None).cast("array<string>")
     else:
         api, targets = F.when(admin, F.col("api")), F.when(admin, F.concat("topics", "groups"))
+    if part == "admin":
+        # No failed login among them: the principal as logged, so this pass, which
+        # decodes every record's columns, reads no ``claimed`` or ``sasl_mechanism``.
+        kind, principal = F.lit("admin"), F.col("principal")
+    else:
+        kind = F.when(failure, "auth_failure").when(admin, "admin").otherwise("throttled")
+        principal = F.when(failure, F.coalesce("claimed_login", "principal")).otherwise(
+            F.col("principal")
+        )
     return events.where(wanted[part]).select(
         "ts_s",
-        F.when(failure, "auth_failure").when(admin, "admin").otherwise("throttled").alias("kind"),
-        F.when(failure, F.coalesce("claimed_login", "principal"))
-        .otherwise(F.col("principal"))
-        .alias("principal"),
+        kind.alias("kind"),
+        principal.alias("principal"),
         "tenant",
         "client_host",
         "throttle_ms",

@@ -76,6 +76,9 @@ class TenantFactors:
     _index: dict[tuple[str, int], tuple[list[float], dict[str, list[float]]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _risable: dict[tuple[float, int], set[tuple[str, int]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def factor(self, tenant: str | None, hour: int, principal: str) -> tuple[float, int]:
         """The median ratio of the principal's peers in that hour, and how many peers."""
@@ -108,9 +111,40 @@ class TenantFactors:
         return float((nth(middle - 1) + nth(middle)) / 2), count
 
     def rose(self, tenant: str | None, hour: int, principal: str, t: Thresholds) -> float:
-        """The factor to divide the principal's volume by (1.0 unless the tenant rose)."""
+        """The factor to divide the principal's volume by (1.0 unless the tenant rose).
+
+        Most tenant-hours cannot rise for anyone (:meth:`_could_rise`): those answer 1.0
+        without the principal's median."""
+        if tenant is None:
+            return 1.0
+        limits = (t.tenant_factor_min, t.tenant_peers_min)
+        risable = self._risable.get(limits)
+        if risable is None:
+            risable = self._risable[limits] = self._could_rise(*limits)
+        if (tenant, hour) not in risable:
+            return 1.0
         value, peers = self.factor(tenant, hour, principal)
         return value if peers >= t.tenant_peers_min and value >= t.tenant_factor_min else 1.0
+
+    def _could_rise(self, factor_min: float, peers_min: int) -> set[tuple[str, int]]:
+        """The tenant-hours in which some principal's peers may number ``peers_min`` and
+        have a median of ``factor_min`` or more. With one ratio per principal, a
+        principal's peers are all the ratios (one outside the tenant-hour) or all but
+        its own, whose median is at most that of all but the smallest: below
+        ``factor_min``, nobody's factor reaches it. A principal with two ratios in one
+        hour (which :func:`tenant_factors` never makes) keeps its tenant-hour in."""
+        risable: set[tuple[str, int]] = set()
+        for key, entries in self.ratios.items():
+            if len(entries) < peers_min or not entries:
+                continue
+            if len({name for name, _ in entries}) < len(entries):
+                risable.add(key)
+                continue
+            values = sorted(v for _, v in entries)
+            highest = statistics.median(values[1:]) if len(values) > 1 else values[0]
+            if highest >= factor_min:
+                risable.add(key)
+        return risable
 
 
 def tenant_factors(

@@ -60,3 +60,33 @@ def test_peers_are_the_other_principals_of_the_tenant_in_order() -> None:
         tenant = tenants[who]
         plain = [p for p, t in tenants.items() if t == tenant and p != who]
         assert people.peers(who) == (plain if tenant is not None else [])
+
+
+def test_rose_matches_the_plain_rule_on_random_tenant_hours() -> None:
+    """``rose`` answers 1.0 without the median in tenant-hours where nobody's peers can
+    reach the factor; elsewhere, and for a principal with two ratios, the exact rule."""
+    from gateway.analytics.detect.context import Thresholds
+
+    rng = random.Random(31)
+    for _ in range(1500):
+        t = Thresholds(
+            tenant_factor_min=rng.choice((1.0, 1.5, 2.0, 3.0)),
+            tenant_peers_min=rng.randint(1, 4),
+        )
+        ratios: dict[tuple[str, int], list[tuple[str, float]]] = {}
+        for hour in range(3):
+            names = [f"p{i}" for i in range(rng.randint(0, 8))]
+            entries = [(n, rng.choice((1.0, 1.5, 2.0, 3.0, rng.random() * 4))) for n in names]
+            if names and rng.random() < 0.1:
+                entries.append((names[-1], rng.random() * 4))  # twice: the plain way
+            rng.shuffle(entries)
+            ratios[("t", hour)] = entries
+        factors = TenantFactors(ratios)
+        for hour in range(4):  # hour 3: nobody active
+            for who in [f"p{i}" for i in range(9)]:
+                value, peers = _plain_factor(ratios.get(("t", hour), []), who)
+                plain = (
+                    value if peers >= t.tenant_peers_min and value >= t.tenant_factor_min else 1.0
+                )
+                assert factors.rose("t", hour, who, t) == plain
+        assert factors.rose(None, 0, "p0", t) == 1.0
