@@ -18,11 +18,13 @@ from round to round:
 
 Phases, as in ``bench.run``: a warm-up per target (not counted), produce at full
 rate, consume (fetch-phase MB/s) from what ``direct`` wrote in round 1, then
-produce paced at half and at a quarter of the direct plaintext max rate (p99). The
-gateways' CPU time (``/proc``) over the payload bytes moved gives CPU seconds per
-GB. Prints medians, the ratios of the same run and issue 16's targets, warns when
-the machine was contended, and writes ``bench/results/fullstack-<stamp>.json`` and
-``fullstack-latest.json`` (``fullstack-quick-*`` for ``--quick``).
+produce paced at half and at a quarter of the direct plaintext max rate (p99 of Kafka's
+tool), then the paired latency probe (``bench.latency``: every target at once, librdkafka,
+warm-up not counted; issue 16's p99 target is read from it). The gateways' CPU time
+(``/proc``) over the payload bytes moved gives CPU seconds per GB. Prints medians, the
+ratios of the same run and issue 16's targets, warns when the machine was contended,
+and writes ``bench/results/fullstack-<stamp>.json`` and ``fullstack-latest.json``
+(``fullstack-quick-*`` for ``--quick``).
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: bench/fullstack.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import authz, report
+from bench import authz, latency, report
 from bench.accesslog import count_records
+from bench.fullstack_report import FULL, GB, PAIRS, TARGETS, summarize, table, verdicts
 from bench.identities import sasl_lines
 from bench.quotas import UNREACHABLE, _grant
 from bench.run import (
@@ -79,27 +82,9 @@ from gateway.devstack.nodes import free_ports
 from gateway.quotas.store import RedisQuotaStore
 from tests.redis_server import RedisServer
 
-TARGETS = ("direct", "direct-tls", "gateway", "gateway-tls", "full-scram", "full-mtls")
-FULL = ("full-scram", "full-mtls")
 OPERATOR = "User:dev-admin"  # the gateways' plaintext readiness listener, a super user
 USER = authz.PRINCIPAL.removeprefix("User:")  # the SCRAM user and the mTLS principal
 TLS13 = ["ssl.enabled.protocols=TLSv1.3", "ssl.protocol=TLSv1.3"]
-GB = 1e9
-PAIRS = [
-    ("full-scram", "direct-tls"),
-    ("full-mtls", "direct-tls"),
-    ("full-scram", "direct"),
-    ("full-mtls", "direct"),
-    ("full-scram", "gateway-tls"),
-    ("full-mtls", "gateway-tls"),
-    ("full-scram", "gateway"),
-    ("gateway-tls", "gateway"),
-    ("gateway", "direct"),
-    ("direct-tls", "direct"),
-]
-PRODUCE_MIN, CONSUME_MIN = 0.95, 0.90  # full stack / direct TLS
-FULL_CPU_MAX, TLS_CPU_MAX = 1.5, 1.3  # CPU/GB: full / TLS-only, TLS-only / plain gateway
-P99_ADDED_MAX_MS = 5.0  # full stack over the plain gateway, at a quarter of the direct rate
 
 
 class TlsListenerCluster(KafkaCluster):
@@ -141,6 +126,15 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--targets", type=_targets, default=TARGETS,
                         help="comma-separated subset of the targets to run (default: all six); "
                              "the paced phases need 'direct'")  # fmt: skip
+    parser.add_argument("--probe-rate", type=float,
+                        help="the paired latency probe's records/s per target (default: a "
+                             "quarter of the direct max rate shared by the probed targets, "
+                             "else 400)")  # fmt: skip
+    parser.add_argument(
+        "--probe-seconds",
+        type=float,
+        help="seconds each probe round counts (60; quick 15), after 5 s warm-up",
+    )
 
 
 def _targets(value: str) -> tuple[str, ...]:
@@ -166,6 +160,8 @@ class FullStackBench(Bench):
         self.access_log_records: dict[str, int] = {}
         self.filler_topics: int | None = None
         self.targets: tuple[str, ...] = opts.targets
+        self.probes: list[dict[str, Any]] = []
+        self._scram_password = ""
 
     # -- set-up and tear-down -----------------------------------------------------------
 
@@ -178,7 +174,7 @@ class FullStackBench(Bench):
         self.redis = RedisServer(self.workdir)
         self.redis.start()
         _grant(RedisQuotaStore(self.redis.url, "kgw:bench:"))
-        password = secrets.token_urlsafe(24)
+        password = self._scram_password = secrets.token_urlsafe(24)
         asyncio.run(self._scram_user(password))
         self._write_policy()
         self.variants = self._variants()
@@ -305,6 +301,23 @@ class FullStackBench(Bench):
             return self.cluster.ssl_bootstrap
         return client_bootstrap(gateway or self.gateways[target], self.variants[target])
 
+    def librdkafka_config(self, target: str) -> dict[str, str]:
+        """The paired probe's client settings for ``target``: those of the Java tools'
+        property files, spelt for librdkafka (TLS 1.3 is what every SSL listener allows)."""
+        config = {"bootstrap.servers": self.bootstrap(target)}
+        if target in ("direct", "gateway"):
+            return config
+        config |= {"security.protocol": "SSL", "ssl.ca.location": str(self.pki.ca.cert_path)}
+        if target == "full-scram":
+            config |= {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                       "sasl.username": USER, "sasl.password": self._scram_password}  # fmt: skip
+        elif target == "full-mtls":
+            config |= {
+                "ssl.certificate.location": self.pki.issued(self.pki.tenant, "client", "pem"),
+                "ssl.key.location": self.pki.issued(self.pki.tenant, "client", "key"),
+            }
+        return config
+
     def gateway_for(self, target: str, gateway: GatewayProcess | None) -> GatewayProcess | None:
         return gateway or self.gateways.get(target)  # direct targets: no gateway
 
@@ -349,7 +362,7 @@ class FullStackBench(Bench):
         paced = "direct" in targets  # the paced rates are shares of the direct max
         phases = ("produce", "half", "quarter") if paced else ("produce",)
         self.create_topics(
-            [topic(p, t, r) for p in phases for t in targets for r in rounds]
+            [topic(p, t, r) for p in (*phases, "probe") for t in targets for r in rounds]
             + [topic("warmup", t, 0) for t in targets]
         )
         say(f"warm-up: {s.warmup_records} records per target, produce and consume (not counted)")
@@ -374,6 +387,7 @@ class FullStackBench(Bench):
             for r in rounds:
                 for t in order(r):
                     self.produce(phase, r, t, topic(phase, t, r), records, rate)
+        self.run_probe(rounds, topic, direct_max)
         time.sleep(2.0)  # the access-log writer runs off the data path: let it catch up
         for name in (t for t in FULL if t in targets):
             logged = count_records(self.workdir / name / "access" / "access.log")
@@ -383,112 +397,24 @@ class FullStackBench(Bench):
         if s.profile:
             self.run_profile(consume_topic, target="full-scram")
 
-
-# -- results (pure) ------------------------------------------------------------------------
-
-
-def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per target: medians of the figures the targets use, and CPU seconds per GB over all
-    full-rate produce and consume runs (total gateway CPU / total bytes)."""
-    meds = report.medians(runs)
-    out: dict[str, dict[str, float]] = {}
-    for target in TARGETS:
-        try:
-            row = {
-                "produce_records_per_s": meds["produce"][target]["records_per_s"],
-                "produce_mb_per_s": meds["produce"][target]["mb_per_s"],
-                "consume_fetch_mb_per_s": meds["consume"][target]["fetch_mb_per_s"],
-            }
-        except KeyError:  # an incomplete run (or a target not chosen): this target lacks a phase
-            continue
-        if target in meds.get("half", {}) and target in meds.get("quarter", {}):
-            row["half_p99_ms"] = meds["half"][target]["p99_ms"]
-            row["quarter_p99_ms"] = meds["quarter"][target]["p99_ms"]
-            row["quarter_avg_ms"] = meds["quarter"][target]["avg_ms"]
-        mine = [r for r in runs if r["target"] == target and r["phase"] in ("produce", "consume")]
-        if all("gateway_cpu_s_per_gb" in r["cpu"] for r in mine):
-            for phase in ("produce", "consume"):
-                row[f"{phase}_cpu_s_per_gb"] = meds[phase][target]["gateway_cpu_s_per_gb"]
-            moved = sum(r["cpu"]["bytes"] for r in mine)
-            row["cpu_s_per_gb"] = round(
-                sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3
-            )
-        out[target] = row
-    return out
-
-
-def verdicts(
-    summary: dict[str, dict[str, float]], rat: dict[str, dict[str, float]]
-) -> list[dict[str, Any]]:
-    """Issue 16's targets, each with the figure measured and met/missed."""
-    rows: list[tuple[str, float | None, str, float]] = []
-    for full in FULL:
-        vs_tls = rat.get(f"{full}/direct-tls", {})
-        rows += [
-            (f"produce records/s, {full}/direct-tls", vs_tls.get("produce_records_per_s"),
-             ">=", PRODUCE_MIN),
-            (f"consume fetch MB/s, {full}/direct-tls", vs_tls.get("consume_fetch_mb_per_s"),
-             ">=", CONSUME_MIN),
-            (f"gateway CPU s/GB, {full}/gateway-tls",
-             rat.get(f"{full}/gateway-tls", {}).get("cpu_s_per_gb"), "<=", FULL_CPU_MAX),
-        ]  # fmt: skip
-    tls_cpu = rat.get("gateway-tls/gateway", {}).get("cpu_s_per_gb")
-    rows.append(("gateway CPU s/GB, gateway-tls/gateway", tls_cpu, "<=", TLS_CPU_MAX))
-    for full in FULL:
-        added = None
-        if "quarter_p99_ms" in summary.get(full, {}) and "quarter_p99_ms" in summary.get(
-            "gateway", {}
-        ):
-            added = summary[full]["quarter_p99_ms"] - summary["gateway"]["quarter_p99_ms"]
-        rows.append((f"p99 ms added at 1/4 direct rate, {full} - gateway", added,
-                     "<=", P99_ADDED_MAX_MS))  # fmt: skip
-    out = []
-    for name, value, op, threshold in rows:
-        met = None if value is None else (value >= threshold if op == ">=" else value <= threshold)
-        out.append({"target": name, "value": value, "op": op, "threshold": threshold,
-                    "result": "n/a" if met is None else ("met" if met else "missed")})  # fmt: skip
-    return out
-
-
-ROWS = (
-    ("produce records/s (full rate)", "produce_records_per_s"),
-    ("produce MB/s (full rate)", "produce_mb_per_s"),
-    ("consume MB/s (fetch phase)", "consume_fetch_mb_per_s"),
-    ("p99 ms at 1/2 direct rate", "half_p99_ms"),
-    ("p99 ms at 1/4 direct rate", "quarter_p99_ms"),
-    ("avg ms at 1/4 direct rate", "quarter_avg_ms"),
-    ("gateway CPU s/GB, produce", "produce_cpu_s_per_gb"),
-    ("gateway CPU s/GB, consume", "consume_cpu_s_per_gb"),
-    ("gateway CPU s/GB, both", "cpu_s_per_gb"),
-)
-
-
-def table(doc: dict[str, Any]) -> str:
-    summary, rat = doc["summary"], doc["ratios"]
-    targets = [t for t in TARGETS if t in summary]
-    lines = [f"{'metric (median of rounds)':<30}" + "".join(f"{t:>12}" for t in targets)]
-    lines.append("-" * len(lines[0]))
-    for label, key in ROWS:
-        cells = [summary[t].get(key) for t in targets]
-        lines.append(f"{label:<30}" + "".join(f"{report._fmt(c):>12}" for c in cells))
-    lines.append("\nratios (same run)")
-    columns = (
-        ("produce rec/s", "produce_records_per_s"),
-        ("consume MB/s", "consume_fetch_mb_per_s"),
-        ("1/4-rate p99", "quarter_p99_ms"),
-        ("CPU s/GB", "cpu_s_per_gb"),
-    )
-    lines.append(f"{'':<26}" + "".join(f"{label:>15}" for label, _ in columns))
-    for pair, row in rat.items():
-        lines.append(f"{pair:<26}" + "".join(f"{report._fmt(row.get(k)):>15}" for _, k in columns))
-    if doc["contention"]:
-        lines.append(f"\nWARNING: {doc['contention']}")
-        lines.append("         the verdicts below are not conclusive; re-run on a quiet machine")
-    lines.append("\nissue 16 targets:")
-    for t in doc["targets"]:
-        value = "-" if t["value"] is None else f"{t['value']:.3f}"
-        lines.append(f"  [{t['result']:>6}] {t['target']}: {value} ({t['op']} {t['threshold']})")
-    return "\n".join(lines)
+    def run_probe(self, rounds: range, topic: Any, direct_max: float) -> None:
+        """The paired latency probe, once per round, every chosen target at once."""
+        targets = self.targets
+        rate = self.opts.probe_rate or (direct_max / 4 / len(targets) if direct_max else 400.0)
+        seconds = self.opts.probe_seconds or (15.0 if self.s.mode == "quick" else 60.0)
+        say(f"paired latency probe: {rate:.0f} records/s to each of {len(targets)} targets at "
+            f"once, {seconds:.0f} s counted after 5 s, {len(rounds)} round(s)")  # fmt: skip
+        for r in rounds:
+            probed = [
+                latency.ProbeTarget(t, self.librdkafka_config(t), topic("probe", t, r),
+                                    gw.pid if (gw := self.gateways.get(t)) else None)
+                for t in targets
+            ]  # fmt: skip
+            result = latency.probe(probed, rate, 5.0, seconds, self.s.record_size)
+            self.probes.append(result)
+            p99 = ", ".join(f"{n} {f['p99_ms']:.1f}" for n, f in result["targets"].items())
+            busy = result["usage"].get("machine_busy_pct")
+            say(f"  round {r}: p99 ms {p99}; machine {busy} % busy")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "summary": summary,
         "ratios": rat,
-        "targets": verdicts(summary, rat),
+        "targets": verdicts(summary, rat, bench.probes),
+        "latency_probe": bench.probes,
         "contention": report.contention(machine, bench.runs),
         "access_log_records": bench.access_log_records,
         "runs": bench.runs,

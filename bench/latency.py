@@ -1,0 +1,183 @@
+"""Paired produce-latency probe: every target paced side by side in one window.
+
+Why not Kafka's ``ProducerPerformance`` for the p99 target: it counts from the first
+record, so its p99 holds the JVM's start (metadata, connections, JIT) — at a quarter
+of the direct rate the direct brokers' own p99 came out at 0.2-0.7 s while their median
+was 5-9 ms — and targets measured one after another see different broker hiccups (a
+GC pause, a log roll), which on this 2-core machine move a p99 by hundreds of ms from
+one run to the next. A difference of 5 ms cannot be read from that.
+
+This probe produces to all targets at once from one process (librdkafka, one producer
+per target, ``acks=all``, ``linger.ms=0``): every tick sends one record to each target, in
+an order that rotates from tick to tick, so each target sees the same broker moments.
+Latency is librdkafka's own per-record figure (``Message.latency()``: from ``produce()``
+to the broker's acknowledgement, taken in its threads, not when Python polls). Records
+sent during the warm-up are not counted. The machine's CPU use over the window is
+reported with the figures, so a reader can see the rate left it unsaturated.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.sysinfo import machine_ticks, process_cpu_s
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """One target: its librdkafka settings (bootstrap and security) and its topic."""
+
+    name: str
+    config: Mapping[str, str]
+    topic: str
+    gateway_pid: int | None = None
+
+
+@dataclass
+class _Samples:
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending sequence (``q`` in (0, 1])."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(math.ceil(q * len(sorted_values)), 1)
+    return sorted_values[rank - 1]
+
+
+def describe(latencies_ms: Sequence[float]) -> dict[str, float]:
+    values = sorted(latencies_ms)
+    return {
+        "records": len(values),
+        "avg_ms": round(sum(values) / len(values), 3),
+        "p50_ms": round(percentile(values, 0.50), 3),
+        "p99_ms": round(percentile(values, 0.99), 3),
+        "p999_ms": round(percentile(values, 0.999), 3),
+        "max_ms": round(values[-1], 3),
+    }
+
+
+def rotated(names: Sequence[str], tick: int) -> list[str]:
+    """The targets in the order of ``tick``: each is first once every len(names) ticks."""
+    shift = tick % len(names)
+    return [*names[shift:], *names[:shift]]
+
+
+def probe(
+    targets: Sequence[ProbeTarget], rate_per_target: float, warmup_s: float,
+    measure_s: float, record_size: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Runs the paired probe; raises when any record fails or is left undelivered."""
+    from confluent_kafka import KafkaError, Message, Producer
+
+    if rate_per_target <= 0 or measure_s <= 0 or not targets:
+        raise ValueError("the probe needs targets, a positive rate and a measuring window")
+    names = [t.name for t in targets]
+    samples = {name: _Samples() for name in names}
+    common = {"acks": "all", "linger.ms": 0, "enable.idempotence": True,
+              "compression.type": "none"}  # fmt: skip
+    producers = {
+        t.name: Producer({**t.config, **common, "client.id": f"latency-probe-{t.name}"})
+        for t in targets
+    }
+    by_name = {t.name: t for t in targets}
+    payload = os.urandom(record_size)
+
+    def on_delivery(name: str, counted: bool) -> Any:
+        def done(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                samples[name].errors.append(str(err))
+            elif counted:
+                latency = msg.latency()
+                if latency is None:
+                    samples[name].errors.append("delivered without a latency")
+                else:
+                    samples[name].latencies_ms.append(latency * 1000.0)
+
+        return done
+
+    interval = 1.0 / rate_per_target
+    start = time.perf_counter()
+    counting_from, end = start + warmup_s, start + warmup_s + measure_s
+    window: dict[str, Any] = {}
+    tick = 0
+    while True:
+        due = start + tick * interval
+        now = time.perf_counter()
+        if due >= end:
+            break
+        if due > now:
+            time.sleep(due - now)
+        counted = due >= counting_from
+        if counted and not window:
+            window = _window_start(targets)
+        for name in rotated(names, tick):
+            producers[name].produce(
+                by_name[name].topic, payload, on_delivery=on_delivery(name, counted)
+            )
+            producers[name].poll(0)
+        tick += 1
+    usage = _window_stop(window, targets) if window else {}
+    for name, producer in producers.items():
+        left = producer.flush(60)
+        if left:
+            samples[name].errors.append(f"{left} records undelivered after 60 s")
+    failed = {name: s.errors[:3] for name, s in samples.items() if s.errors}
+    if failed:
+        raise RuntimeError(f"latency probe: records failed: {failed}")
+    return {
+        "rate_per_target": rate_per_target,
+        "warmup_s": warmup_s,
+        "measure_s": measure_s,
+        "targets": {name: describe(s.latencies_ms) for name, s in samples.items()},
+        "usage": usage,
+    }
+
+
+def _window_start(targets: Sequence[ProbeTarget]) -> dict[str, Any]:
+    return {
+        "wall": time.monotonic(),
+        "machine": machine_ticks(),
+        "gateways": {t.name: process_cpu_s(t.gateway_pid) for t in targets if t.gateway_pid},
+        "load1": os.getloadavg()[0],
+    }
+
+
+def _window_stop(window: dict[str, Any], targets: Sequence[ProbeTarget]) -> dict[str, Any]:
+    wall = max(time.monotonic() - window["wall"], 1e-9)
+    busy, total = machine_ticks()
+    d_busy, d_total = busy - window["machine"][0], total - window["machine"][1]
+    cores = {
+        t.name: round((process_cpu_s(t.gateway_pid) - window["gateways"][t.name]) / wall, 3)
+        for t in targets
+        if t.gateway_pid
+    }
+    return {
+        "machine_busy_pct": round(100.0 * d_busy / d_total, 1) if d_total else 0.0,
+        "load1_before": round(window["load1"], 2),
+        "load1_after": round(os.getloadavg()[0], 2),
+        "gateway_cores": cores,
+    }
+
+
+def added_p99(rounds: Sequence[Mapping[str, Any]], target: str, base: str) -> float | None:
+    """Median over rounds of ``p99(target) - p99(base)``, each difference taken inside
+    one round (the same window); None when a round lacks either."""
+    diffs: list[float] = []
+    for result in rounds:
+        figures = result.get("targets", {})
+        if target not in figures or base not in figures:
+            return None
+        diffs.append(float(figures[target]["p99_ms"]) - float(figures[base]["p99_ms"]))
+    if not diffs:
+        return None
+    diffs.sort()
+    middle = len(diffs) // 2
+    return diffs[middle] if len(diffs) % 2 else (diffs[middle - 1] + diffs[middle]) / 2
