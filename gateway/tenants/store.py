@@ -46,6 +46,10 @@ class Backend(Protocol):
 
     async def close(self) -> None: ...
 
+    def watched_files(self) -> list[Path]:
+        """The files a change of the store shows in; [] when only the store can tell."""
+        ...
+
 
 class TenantStore:
     def __init__(self, backend: Backend) -> None:
@@ -60,8 +64,7 @@ class TenantStore:
 
     def watched_files(self) -> list[Path]:
         """The files a change of the store shows in (none: ask the store itself)."""
-        path = getattr(self.backend, "path", None)
-        return [path] if isinstance(path, Path) else []
+        return self.backend.watched_files()
 
     async def all(self) -> dict[str, Tenant]:
         records = await self.backend.all()
@@ -122,6 +125,9 @@ class FileTenantBackend:
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self._signature: tuple[int, int, int, int] | None = None
         self._data: dict[str, Record] = {}
+
+    def watched_files(self) -> list[Path]:
+        return [self.path]
 
     async def all(self) -> dict[str, Record]:
         return await asyncio.to_thread(self._read)
@@ -202,6 +208,9 @@ class RedisTenantBackend:
         self._client: Any = aioredis.Redis.from_url(
             url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
         )
+
+    def watched_files(self) -> list[Path]:
+        return []  # a change shows in Redis only: the watch polls the store
 
     async def all(self) -> dict[str, Record]:
         raw = await self._call("hgetall", self.key)
