@@ -126,14 +126,16 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--targets", type=_targets, default=TARGETS,
                         help="comma-separated subset of the targets to run (default: all six); "
                              "the paced phases need 'direct'")  # fmt: skip
-    parser.add_argument("--probe-rate", type=float,
-                        help="the paired latency probe's records/s per target (default: a "
-                             "quarter of the direct max rate shared by the probed targets, "
-                             "else 400)")  # fmt: skip
+    parser.add_argument("--probe-rate", type=float, default=latency.RATE,
+                        help=f"the paired latency probe's records/s per target "
+                             f"({latency.RATE:.0f}; each record is a request)")  # fmt: skip
     parser.add_argument(
         "--probe-seconds",
         type=float,
         help="seconds each probe round counts (60; quick 15), after 5 s warm-up",
+    )
+    parser.add_argument(
+        "--probe-rounds", type=int, help="probe rounds (3; quick 1): the added p99 is their median"
     )
 
 
@@ -362,7 +364,7 @@ class FullStackBench(Bench):
         paced = "direct" in targets  # the paced rates are shares of the direct max
         phases = ("produce", "half", "quarter") if paced else ("produce",)
         self.create_topics(
-            [topic(p, t, r) for p in (*phases, "probe") for t in targets for r in rounds]
+            [topic(p, t, r) for p in phases for t in targets for r in rounds]
             + [topic("warmup", t, 0) for t in targets]
         )
         say(f"warm-up: {s.warmup_records} records per target, produce and consume (not counted)")
@@ -387,7 +389,7 @@ class FullStackBench(Bench):
             for r in rounds:
                 for t in order(r):
                     self.produce(phase, r, t, topic(phase, t, r), records, rate)
-        self.run_probe(rounds, topic, direct_max)
+        self.run_probe(topic)
         time.sleep(2.0)  # the access-log writer runs off the data path: let it catch up
         for name in (t for t in FULL if t in targets):
             logged = count_records(self.workdir / name / "access" / "access.log")
@@ -397,20 +399,24 @@ class FullStackBench(Bench):
         if s.profile:
             self.run_profile(consume_topic, target="full-scram")
 
-    def run_probe(self, rounds: range, topic: Any, direct_max: float) -> None:
-        """The paired latency probe, once per round, every chosen target at once."""
-        targets = self.targets
-        rate = self.opts.probe_rate or (direct_max / 4 / len(targets) if direct_max else 400.0)
+    def run_probe(self, topic: Any) -> None:
+        """The paired latency probe, every chosen target at once, each round after the
+        machine has settled from what ran before it."""
+        targets, rate = self.targets, self.opts.probe_rate
         seconds = self.opts.probe_seconds or (15.0 if self.s.mode == "quick" else 60.0)
+        rounds = range(1, (self.opts.probe_rounds or (1 if self.s.mode == "quick" else 3)) + 1)
+        self.create_topics([topic("probe", t, r) for t in targets for r in rounds])
         say(f"paired latency probe: {rate:.0f} records/s to each of {len(targets)} targets at "
             f"once, {seconds:.0f} s counted after 5 s, {len(rounds)} round(s)")  # fmt: skip
         for r in rounds:
+            settled = latency.settle()
             probed = [
                 latency.ProbeTarget(t, self.librdkafka_config(t), topic("probe", t, r),
                                     gw.pid if (gw := self.gateways.get(t)) else None)
                 for t in targets
             ]  # fmt: skip
             result = latency.probe(probed, rate, 5.0, seconds, self.s.record_size)
+            result["usage"]["busy_pct_before"] = settled
             self.probes.append(result)
             p99 = ", ".join(f"{n} {f['p99_ms']:.1f}" for n, f in result["targets"].items())
             busy = result["usage"].get("machine_busy_pct")

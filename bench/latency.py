@@ -25,7 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.sysinfo import machine_ticks, process_cpu_s
+from bench.sysinfo import busy_pct, machine_ticks, process_cpu_s
+
+# Records/s per target. Each record is a request of its own (linger.ms=0): at 500 per
+# target to four targets (2,000 requests/s, acks=all) this 2-core machine was 99.7-100 %
+# busy with the brokers' replication; at 100 per target it was 60-68 % busy.
+RATE = 100.0
+SETTLED_PCT = 50.0  # the machine's busy share a round waits for (what ran before it)
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,17 @@ def probe(
         "targets": {name: describe(s.latencies_ms) for name, s in samples.items()},
         "usage": usage,
     }
+
+
+def settle(timeout_s: float = 90.0, sample_s: float = 3.0) -> float:
+    """Waits until the machine is less than SETTLED_PCT busy over ``sample_s`` (the
+    phases before a round leave the brokers replicating and collecting for a while), at
+    most ``timeout_s``; returns the last busy share seen."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy = busy_pct(sample_s)
+        if busy < SETTLED_PCT or time.monotonic() >= deadline:
+            return busy
 
 
 def _window_start(targets: Sequence[ProbeTarget]) -> dict[str, Any]:
