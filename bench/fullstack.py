@@ -37,6 +37,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -399,7 +400,7 @@ class FullStackBench(Bench):
         if s.profile:
             self.run_profile(consume_topic, target="full-scram")
 
-    def run_probe(self, topic: Any) -> None:
+    def run_probe(self, topic: Callable[[str, str, int], str]) -> None:
         """The paired latency probe, every chosen target at once, each round after the
         machine has settled from what ran before it."""
         targets, rate = self.targets, self.opts.probe_rate

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.sysinfo import busy_pct, machine_ticks, process_cpu_s
+from bench.sysinfo import CpuWindow, busy_pct
 
 # Records/s per target. Each record is a request of its own (linger.ms=0): at 500 per
 # target to four targets (2,000 requests/s, acks=all) this 2-core machine was 99.7-100 %
@@ -96,7 +97,7 @@ def probe(
     by_name = {t.name: t for t in targets}
     payload = os.urandom(record_size)
 
-    def on_delivery(name: str, counted: bool) -> Any:
+    def on_delivery(name: str, counted: bool) -> Any:  # two per target, made once
         def done(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 samples[name].errors.append(str(err))
@@ -109,10 +110,11 @@ def probe(
 
         return done
 
+    callbacks = {(n, c): on_delivery(n, c) for n in names for c in (False, True)}
     interval = 1.0 / rate_per_target
     start = time.perf_counter()
     counting_from, end = start + warmup_s, start + warmup_s + measure_s
-    window: dict[str, Any] = {}
+    windows: dict[str, CpuWindow] = {}
     tick = 0
     while True:
         due = start + tick * interval
@@ -122,15 +124,15 @@ def probe(
         if due > now:
             time.sleep(due - now)
         counted = due >= counting_from
-        if counted and not window:
-            window = _window_start(targets)
+        if counted and not windows:  # the machine's and each gateway's CPU from here on
+            windows = {t.name: CpuWindow(t.gateway_pid, []) for t in targets}
         for name in rotated(names, tick):
             producers[name].produce(
-                by_name[name].topic, payload, on_delivery=on_delivery(name, counted)
+                by_name[name].topic, payload, on_delivery=callbacks[(name, counted)]
             )
             producers[name].poll(0)
         tick += 1
-    usage = _window_stop(window, targets) if window else {}
+    usage = _usage(windows, targets)
     for name, producer in producers.items():
         left = producer.flush(60)
         if left:
@@ -158,29 +160,19 @@ def settle(timeout_s: float = 90.0, sample_s: float = 3.0) -> float:
             return busy
 
 
-def _window_start(targets: Sequence[ProbeTarget]) -> dict[str, Any]:
+def _usage(windows: Mapping[str, CpuWindow], targets: Sequence[ProbeTarget]) -> dict[str, Any]:
+    """The machine's busy share and load over the counted window, and each gateway's cores."""
+    if not windows:
+        return {}
+    stopped = {name: window.stop() for name, window in windows.items()}
+    machine = next(iter(stopped.values()))
     return {
-        "wall": time.monotonic(),
-        "machine": machine_ticks(),
-        "gateways": {t.name: process_cpu_s(t.gateway_pid) for t in targets if t.gateway_pid},
-        "load1": os.getloadavg()[0],
-    }
-
-
-def _window_stop(window: dict[str, Any], targets: Sequence[ProbeTarget]) -> dict[str, Any]:
-    wall = max(time.monotonic() - window["wall"], 1e-9)
-    busy, total = machine_ticks()
-    d_busy, d_total = busy - window["machine"][0], total - window["machine"][1]
-    cores = {
-        t.name: round((process_cpu_s(t.gateway_pid) - window["gateways"][t.name]) / wall, 3)
-        for t in targets
-        if t.gateway_pid
-    }
-    return {
-        "machine_busy_pct": round(100.0 * d_busy / d_total, 1) if d_total else 0.0,
-        "load1_before": round(window["load1"], 2),
-        "load1_after": round(os.getloadavg()[0], 2),
-        "gateway_cores": cores,
+        "machine_busy_pct": machine["machine_busy_pct"],
+        "load1_before": machine["load1_before"],
+        "load1_after": machine["load1_after"],
+        "gateway_cores": {
+            t.name: stopped[t.name]["gateway_cores"] for t in targets if t.gateway_pid
+        },
     }
 
 
@@ -193,8 +185,4 @@ def added_p99(rounds: Sequence[Mapping[str, Any]], target: str, base: str) -> fl
         if target not in figures or base not in figures:
             return None
         diffs.append(float(figures[target]["p99_ms"]) - float(figures[base]["p99_ms"]))
-    if not diffs:
-        return None
-    diffs.sort()
-    middle = len(diffs) // 2
-    return diffs[middle] if len(diffs) % 2 else (diffs[middle - 1] + diffs[middle]) / 2
+    return statistics.median(diffs) if diffs else None
