@@ -47,7 +47,7 @@ from .protocol.codec import (
     response_body_offset,
     response_correlation_id,
 )
-from .protocol.framing import frame
+from .protocol.framing import Frame, frame
 from .protocol.negotiation import negotiate
 from .quotas.throttle import Throttle, with_throttle_time
 from .sasl.connection import Authentication, PendingStep, with_sasl_apis
@@ -261,7 +261,7 @@ class Session:
 
     # -- upstream → client ----------------------------------------------------
 
-    def on_response(self, data: bytes) -> None:
+    def on_response(self, data: Frame) -> None:
         if not self._waiting:
             raise Fault("upstream", "response with no request outstanding")
         slot = self._waiting.popleft()
@@ -277,7 +277,7 @@ class Session:
             )
         slot.data = self._transform(slot, data, payload)
 
-    def _transform(self, slot: Slot, data: bytes, payload: memoryview) -> bytes:
+    def _transform(self, slot: Slot, data: Frame, payload: memoryview) -> Frame:
         key = slot.api_key
         try:
             if key == apis.API_VERSIONS:
@@ -322,12 +322,12 @@ class Session:
             slot.exchange.throttle_ms = int(slot.throttle_ms)
         return with_throttle_time(response, slot.throttle_ms)
 
-    def take_ready(self) -> list[bytes]:
+    def take_ready(self) -> list[Frame]:
         order = self._order
-        ready: list[bytes] = []
+        ready: list[Frame] = []
         while order and order[0].data is not None:
             slot = order.popleft()
-            data: bytes = slot.data  # type: ignore[assignment]
+            data: Frame = slot.data  # type: ignore[assignment]
             ready.append(data)
             if slot.exchange is not None:
                 self.finished.append(complete_exchange(slot.exchange, data))

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .protocol.codec import ProtocolError, RequestHead, decode_request, parse_request_head
+from .protocol.framing import Frame
 
 if TYPE_CHECKING:
     from .accesslog.exchange import Exchange
@@ -45,7 +46,7 @@ class Slot:
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.upstream = upstream
-        self.data: bytes | None = None
+        self.data: Frame | None = None  # the response, once it came
         self.merge: Merge | None = None
         self.commit: Callable[[int, int], None] | None = None  # a fetch session's bookkeeping
         self.exchange = exchange

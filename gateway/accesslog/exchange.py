@@ -128,7 +128,9 @@ def produce_answered(exchange: Exchange, response: object) -> None:
     exchange.response_error = produce_error_code(response)
 
 
-def complete(exchange: Exchange, frame: bytes | None, done: float | None = None) -> Exchange:
+def complete(
+    exchange: Exchange, frame: bytes | memoryview | None, done: float | None = None
+) -> Exchange:
     """Record the response ``frame`` sent to the client (None: Produce acks=0, no response)."""
     exchange.done = time.monotonic() if done is None else done
     if frame is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..protocol.framing import Frame
 from ..slots import Side
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class Forward:
 class Reply:
     """Write these response frames to the client, in order."""
 
-    frames: list[bytes]
+    frames: list[Frame]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..protocol.framing import Frame
 from ..sasl.base import Step
 
 
@@ -25,7 +26,7 @@ class RequestFrames:
 class ResponseFrames:
     """Whole response frames from the broker, size prefix included, in arrival order."""
 
-    frames: list[bytes]
+    frames: list[Frame]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, cast
 from ..core.events import ResponseFrames
 from ..protocol.apis import API_VERSIONS
 from ..protocol.codec import peek_request
-from ..protocol.framing import FrameError, FrameReader
+from ..protocol.framing import Frame, FrameAssembler, FrameError
 from ..session import Fault
 from ..upstream.identity import UpstreamIdentity
 from ..upstream.provision import AdminUnavailable, TenantLogin
@@ -35,12 +35,15 @@ class UpstreamRefused(Exception):
     """This client connection may not reach the brokers under any identity."""
 
 
-class UpstreamConnection(ReadPauses, asyncio.Protocol):
-    """The gateway's connection to one broker on behalf of one client connection."""
+class UpstreamConnection(ReadPauses, asyncio.BufferedProtocol):
+    """The gateway's connection to one broker on behalf of one client connection.
+
+    Read as a ``BufferedProtocol``: a large response (Fetch) is read by the kernel
+    straight into the buffer that becomes its frame (``FrameAssembler``)."""
 
     def __init__(self, client: ClientConnection, login: UpstreamHandshake | None = None) -> None:
         self.client = client
-        self.reader = FrameReader(client.gateway.config.limits.max_response_bytes)
+        self.reader = FrameAssembler(client.gateway.config.limits.max_response_bytes)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._paused: set[str] = set()
@@ -57,12 +60,12 @@ class UpstreamConnection(ReadPauses, asyncio.Protocol):
         if self._login is not None:  # after TLS, before any client frame
             transport.write(self._login.start())
 
-    def _login_received(self, data: bytes) -> None:
-        """A broker answer during the gateway's own SASL exchange."""
+    def _login_received(self, frames: list[Frame]) -> None:
+        """Broker answers during the gateway's own SASL exchange."""
         login = self._login
         assert login is not None and self.transport is not None
         try:
-            for item in self.reader.feed(data):
+            for item in frames:
                 if login.done:
                     raise UpstreamAuthError("unexpected response after SASL authentication")
                 reply = login.on_frame(item)
@@ -87,18 +90,30 @@ class UpstreamConnection(ReadPauses, asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.writelines(frames)
 
-    def data_received(self, data: bytes) -> None:
-        if self._login is not None:
-            self._login_received(data)
-            return
-        client = self.client
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self.reader.feed(data)
+            frames = self.reader.received(nbytes)
         except FrameError as exc:
-            client.fail(Fault("upstream", str(exc)))
+            self._bad_frame(exc)
             return
-        if frames:
-            client.feed(ResponseFrames(frames))
+        self._frames_received(frames)
+
+    def _bad_frame(self, exc: FrameError) -> None:
+        if self._login is not None:
+            self._login_failed(UpstreamAuthError(str(exc)))
+        else:
+            self.client.fail(Fault("upstream", str(exc)))
+
+    def _frames_received(self, frames: list[Frame]) -> None:
+        if not frames:
+            return
+        if self._login is not None:
+            self._login_received(frames)
+            return
+        self.client.feed(ResponseFrames(frames))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -170,7 +185,12 @@ class DeferredUpstream(UpstreamConnection):
                     return
                 if self.closed:
                     return
-                self.data_received(reply)  # through the session: intersected, in order
+                try:  # through the session: intersected, in order
+                    frames = self.reader.feed(reply)
+                except FrameError as exc:
+                    self._bad_frame(exc)
+                    return
+                self._frames_received(frames)
         finally:
             self._worker = None
         if self._switched and not self.closed and not client.closed:

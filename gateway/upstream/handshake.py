@@ -43,7 +43,7 @@ class UpstreamHandshake:
     def start(self) -> bytes:
         return self._request(SaslHandshakeRequest(mechanism=self.mechanism))
 
-    def on_frame(self, frame: bytes) -> bytes | None:
+    def on_frame(self, frame: bytes | memoryview) -> bytes | None:
         payload = memoryview(frame)[4:]
         try:
             if self._step == 0:
