@@ -37,6 +37,16 @@ class FrameError(Exception):
         self.limit = limit
 
 
+def _frame_size(source: bytes | bytearray | memoryview, position: int, limit: int) -> int:
+    """The length announced at ``position``; ``FrameError`` if negative or over ``limit``."""
+    size: int = _SIZE.unpack_from(source, position)[0]
+    if size < 0:
+        raise FrameError(f"negative frame length {size}", size)
+    if size > limit:
+        raise FrameError(f"frame of {size} bytes exceeds the limit of {limit}", size, limit)
+    return size
+
+
 class FrameReader:
     """Accumulates bytes and cuts them into frames of at most ``max_frame`` bytes."""
 
@@ -83,14 +93,7 @@ class FrameReader:
         view = memoryview(source)
         try:
             while available - position >= 4:
-                (size,) = _SIZE.unpack_from(source, position)
-                if size < 0:
-                    raise FrameError(f"negative frame length {size}", size)
-                if size > self._max_frame:
-                    limit = self._max_frame
-                    raise FrameError(
-                        f"frame of {size} bytes exceeds the limit of {limit}", size, limit
-                    )
+                size = _frame_size(source, position, self._max_frame)
                 end = position + 4 + size
                 if end > available:
                     break
@@ -177,12 +180,7 @@ class FrameAssembler:
         scratch, view = self._scratch, self._view
         start, end = self._start, self._end
         while end - start >= 4:
-            (size,) = _SIZE.unpack_from(scratch, start)
-            if size < 0:
-                raise FrameError(f"negative frame length {size}", size)
-            if size > self.max_frame:
-                limit = self.max_frame
-                raise FrameError(f"frame of {size} bytes exceeds the limit of {limit}", size, limit)
+            size = _frame_size(scratch, start, self.max_frame)
             stop = start + 4 + size
             if stop <= end:
                 frames.append(bytes(view[start:stop]))
