@@ -26,6 +26,7 @@ from ..protocol.codec import (
     peek_request,
     response_body_offset,
 )
+from ..protocol.framing import Frame
 from .counting import produce_error_code, produce_records, scan
 from .records import NO_RESOURCES, Decision, Resources
 
@@ -128,9 +129,7 @@ def produce_answered(exchange: Exchange, response: object) -> None:
     exchange.response_error = produce_error_code(response)
 
 
-def complete(
-    exchange: Exchange, frame: bytes | memoryview | None, done: float | None = None
-) -> Exchange:
+def complete(exchange: Exchange, frame: Frame | None, done: float | None = None) -> Exchange:
     """Record the response ``frame`` sent to the client (None: Produce acks=0, no response)."""
     exchange.done = time.monotonic() if done is None else done
     if frame is None:

@@ -71,8 +71,8 @@ class UpstreamConnection(ReadPauses, asyncio.BufferedProtocol):
                 reply = login.on_frame(item)
                 if reply is not None:
                     self.transport.write(reply)
-        except (FrameError, UpstreamAuthError) as exc:
-            self._login_failed(UpstreamAuthError(str(exc)))
+        except UpstreamAuthError as exc:
+            self._login_failed(exc)
             return
         if login.done:
             self._login = None

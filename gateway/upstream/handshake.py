@@ -16,6 +16,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 
 from ..protocol.codec import ProtocolError, decode_response, encode_request
+from ..protocol.framing import Frame
 from .scram_client import ScramClient, UpstreamAuthError, plain_message
 
 HANDSHAKE, AUTHENTICATE = 17, 36
@@ -43,7 +44,7 @@ class UpstreamHandshake:
     def start(self) -> bytes:
         return self._request(SaslHandshakeRequest(mechanism=self.mechanism))
 
-    def on_frame(self, frame: bytes | memoryview) -> bytes | None:
+    def on_frame(self, frame: Frame) -> bytes | None:
         payload = memoryview(frame)[4:]
         try:
             if self._step == 0:
