@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
-from .accesslog.exchange import Exchange, produce_answered
+from .accesslog.counting import scan
+from .accesslog.exchange import Exchange, produce_answered, response_scanned
 from .accesslog.exchange import begin_parsed as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
 from .accesslog.exchange import count_produce as count_exchange
-from .addresses.rewrite import needs_rewrite, rewrite
+from .addresses.rewrite import hints_by_walk, needs_rewrite, rewrite
 from .addresses.topology import ConnectionMap, PublicMap, UnmappableBroker
 from .enforcement.denials import DenialLog
 from .enforcement.fetch_sessions import FetchSessions, fetch_outcome
@@ -289,8 +290,11 @@ class Session:
             rewriting = needs_rewrite(key, slot.api_version)
             throttled = slot.throttle_ms > 0
             filtered = self.filters is not None and self.filters.wants_response(key)
-            if not rewriting and slot.merge is None and not throttled and not filtered:
-                return data
+            if slot.merge is None and not throttled and not filtered:
+                if rewriting and hints_by_walk(key, slot.api_version):
+                    rewriting = self._carries_hints(slot, payload)
+                if not rewriting:
+                    return data
             response: Entity = decode_response(payload, key, slot.api_version)
             rewritten = response if slot.merge is None else slot.merge(response)
             if filtered:
@@ -312,6 +316,18 @@ class Session:
             return data
         header = bytes(payload[: response_body_offset(payload, key, slot.api_version)])
         return frame(header + encode_body(rewritten))
+
+    def _carries_hints(self, slot: Slot, payload: memoryview) -> bool:
+        """Whether a response that would be forwarded as it is carries a top-level tagged
+        field (the leader hints): walked by its lengths, not decoded (decision 0051). The
+        walk's figures go to the access log, which need not walk the frame again."""
+        key, version = slot.api_key, slot.api_version
+        offset = response_body_offset(payload, key, version)
+        exchange = slot.exchange
+        summary = scan(payload, offset, apis.response_schema(key, version), exchange is not None)
+        if exchange is not None:
+            response_scanned(exchange, summary)
+        return summary.tagged > 0
 
     def _with_throttle(self, response: Any, slot: Slot) -> Any:
         """KIP-219: the client learns its throttle time; the connection goes quiet for

@@ -58,10 +58,13 @@ class Plan:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Summary:
-    """What ``scan`` found: records in every ``records`` field, first non-zero error code."""
+    """What ``scan`` found: records in every ``records`` field (0 when not counted), the
+    first non-zero error code, and how many tagged fields the message itself carries
+    (its top level: where Fetch v16+ puts the leader hints ``node_endpoints``)."""
 
     records: int
     error_code: int
+    tagged: int = 0
 
 
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
@@ -137,15 +140,17 @@ def batch_record_count(data: bytes | memoryview, start: int = 0, end: int | None
 
 
 class _Walker:
-    __slots__ = ("data", "end", "error", "pos", "records", "top_error")
+    __slots__ = ("count", "data", "end", "error", "pos", "records", "tagged", "top_error")
 
-    def __init__(self, data: bytes | memoryview, pos: int) -> None:
+    def __init__(self, data: bytes | memoryview, pos: int, count: bool) -> None:
         self.data = data
         self.end = len(data)
         self.pos = pos
+        self.count = count
         self.records = 0
         self.error = 0
         self.top_error = 0
+        self.tagged = 0
 
     def _uvarint(self) -> int:
         data, pos = self.data, self.pos
@@ -198,12 +203,15 @@ class _Walker:
         else:  # _RECORDS
             size = max(self._length(flexible, _INT32), 0)
             start = self._advance(size)
-            self.records += batch_record_count(self.data, start, start + size)
+            if self.count:
+                self.records += batch_record_count(self.data, start, start + size)
 
-    def _tagged_fields(self) -> None:
-        for _ in range(self._uvarint()):
+    def _tagged_fields(self) -> int:
+        fields = self._uvarint()
+        for _ in range(fields):
             self._uvarint()
             self._advance(self._uvarint())
+        return fields
 
     def walk(self, plan: Plan, top: bool = False) -> None:
         flexible = plan.flexible
@@ -223,21 +231,26 @@ class _Walker:
             else:
                 self._primitive(op, arg, flexible, top)
         if flexible:
-            self._tagged_fields()
+            fields = self._tagged_fields()
+            if top:
+                self.tagged = fields
 
 
-def scan(data: bytes | memoryview, body_offset: int, schema: type[Any]) -> Summary:
+def scan(
+    data: bytes | memoryview, body_offset: int, schema: type[Any], count: bool = True
+) -> Summary:
     """Walk a message body of kio class ``schema`` starting at ``body_offset``.
 
     ``data`` is the frame without its size prefix; ``body_offset`` comes from
     ``parse_request_head`` (requests) or ``response_body_offset`` (responses).
+    ``count=False``: the batches are stepped over, not counted (``records`` is 0).
     """
-    walker = _Walker(data, body_offset)
+    walker = _Walker(data, body_offset, count)
     try:
         walker.walk(plan_for(schema), top=True)
     except (struct.error, IndexError) as exc:
         raise ProtocolError(f"cannot scan {schema.__name__}: {exc}") from None
-    return Summary(walker.records, walker.top_error or walker.error)
+    return Summary(walker.records, walker.top_error or walker.error, walker.tagged)
 
 
 # -- decoded entities (when a stage decoded the message anyway) -------------------

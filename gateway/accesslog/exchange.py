@@ -10,7 +10,9 @@ Produce is the one API whose every request is logged at a high rate, so the
 session may skip both scans when it has the decoded message anyway: ``begin(...,
 count=False)`` then ``count_produce`` with the decoded request (or the frame),
 and ``produce_answered`` with the decoded response that becomes the client's
-frame. The figures are the same either way.
+frame. A Fetch response the session walked already (to look for leader hints) and
+forwards unchanged hands its figures over with ``response_scanned``. The figures are
+the same either way.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..protocol.codec import (
     response_body_offset,
 )
 from ..protocol.framing import Frame
-from .counting import produce_error_code, produce_records, scan
+from .counting import Summary, produce_error_code, produce_records, scan
 from .records import NO_RESOURCES, Decision, Resources
 
 
@@ -50,7 +52,7 @@ class Exchange:
     error_code: int = 0
     done: float | None = None
     namespace: str | None = None  # a namespaced tenant's prefix (gateway/namespaces)
-    response_error: int | None = None  # read from the decoded response (Produce)
+    response_error: int | None = None  # read already (decoded Produce, walked Fetch)
 
     @property
     def latency_ms(self) -> float:
@@ -127,6 +129,14 @@ def produce_answered(exchange: Exchange, response: object) -> None:
     """The decoded Produce response that is (or is encoded into) the client's frame:
     ``complete`` takes its error code from here instead of scanning the frame."""
     exchange.response_error = produce_error_code(response)
+
+
+def response_scanned(exchange: Exchange, summary: Summary) -> None:
+    """What ``scan`` (counting records) read of the very frame the client gets:
+    ``complete`` does not walk it again."""
+    exchange.response_error = summary.error_code
+    if exchange.api_key == apis.FETCH:
+        exchange.records = summary.records
 
 
 def complete(exchange: Exchange, frame: Frame | None, done: float | None = None) -> Exchange:

@@ -5,6 +5,13 @@ One function per address-bearing API. Each learns the private address it sees
 returns the very same object when nothing needed rewriting, so the caller can
 forward the broker's bytes untouched. tests/unit/addresses/test_rewrite.py checks
 against kio that no other advertised response carries a broker address.
+
+A Fetch response is mostly record batches, and kio's decoding copies every batch.
+Its only addresses are the leader hints of Fetch v16+ (``node_endpoints``), a tagged
+field at the top of the message that a broker sends only with a leadership error; so
+``hints_by_walk`` names the versions whose responses the session first walks by their
+lengths (``accesslog.counting.scan``) and decodes only when that tagged field is there
+(decision 0051).
 """
 
 from __future__ import annotations
@@ -79,6 +86,21 @@ def needs_rewrite(api_key: int, api_version: int) -> bool:
         return True
     schema = apis.response_schema(api_key, api_version)
     return any(f.name == "node_endpoints" for f in dataclasses.fields(schema))
+
+
+# Responses made mostly of record batches, where a walk is cheaper than a decode.
+_RECORD_CARRIERS = frozenset({apis.FETCH})
+
+
+@cache
+def hints_by_walk(api_key: int, api_version: int) -> bool:
+    """Whether this version's responses carry addresses only in a top-level tagged field
+    and are worth walking (not decoding) to learn whether any tagged field is present."""
+    if api_key not in _RECORD_CARRIERS or not needs_rewrite(api_key, api_version):
+        return False
+    schema = apis.response_schema(api_key, api_version)
+    hints = next(f for f in dataclasses.fields(schema) if f.name == "node_endpoints")
+    return "tag" in hints.metadata
 
 
 def rewrite(api_key: int, response: Entity, mapping: AddressMap) -> Entity:
