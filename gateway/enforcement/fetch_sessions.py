@@ -181,8 +181,9 @@ class FetchSessions:
         local: bool,
     ) -> FetchPlan:
         wanted = session.wanted
-        wanted.update(_entries(request))
-        for key in _forgotten(request):
+        entries, forgotten = _entries(request), _forgotten(request)
+        wanted.update(entries)
+        for key in forgotten:
             wanted.pop(key, None)
         session.client_epoch = next_epoch(session.client_epoch)
         readable = _readable(wanted, allowed)
@@ -195,12 +196,14 @@ class FetchSessions:
             return FetchPlan(None, body, None, None, denied, effective)
         send = {k: p for k, p in desired.items() if session.upstream.get(k) != p}
         forget = [k for k in session.upstream if k not in desired]
-        forward = dataclasses.replace(
-            request,
-            session_epoch=session.upstream_epoch,
-            topics=_group_topics(request, send),
-            forgotten_topics_data=_group_forgotten(request, forget),
-        )
+        forward = request  # the usual case: the client's bytes are what the broker needs
+        if not _as_asked(request, session.upstream_epoch, (entries, forgotten), (send, forget)):
+            forward = dataclasses.replace(
+                request,
+                session_epoch=session.upstream_epoch,
+                topics=_group_topics(request, send),
+                forgotten_topics_data=_group_forgotten(request, forget),
+            )
         session.upstream = dict(desired)
         session.upstream_epoch = next_epoch(session.upstream_epoch)
         session_id = session.session_id
@@ -211,6 +214,27 @@ class FetchSessions:
 
         merge = _add_refusals(response_cls, refused) if refused else None
         return FetchPlan(forward, None, merge, commit, denied, effective)
+
+
+def _as_asked(
+    request: Any,
+    upstream_epoch: int,
+    asked: tuple[dict[Key, Any], list[Key]],
+    needed: tuple[dict[Key, Any], list[Key]],
+) -> bool:
+    """Whether an incremental request already says, to the broker's session, exactly
+    what it ``needed`` (its epoch, the partitions to send and to forget): then it is
+    forwarded as the client's bytes, not re-encoded. ``asked``: its entries (one per
+    partition, none named twice) and forgotten partitions."""
+    entries, forgotten = asked
+    send, forget = needed
+    return (
+        int(request.session_epoch) == upstream_epoch
+        and send == entries
+        and sum(len(topic.partitions) for topic in request.topics) == len(entries)
+        and len(forget) == len(forgotten)
+        and set(forget) == set(forgotten)
+    )
 
 
 def _readable(wanted: dict[Key, Any], allowed: Allowed | None) -> set[Any]:

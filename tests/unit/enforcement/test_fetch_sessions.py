@@ -160,6 +160,42 @@ def test_a_policy_change_mid_stream_forgets_upstream_and_keeps_the_epochs() -> N
     assert keys(back.forward) == {("a.y", 0)} and back.merge is None
 
 
+def test_an_incremental_fetch_saying_what_the_broker_needs_is_forwarded_as_it_is() -> None:
+    sessions = FetchSessions()
+    open_session(sessions)
+    steady = fetch(77, 1)
+    plan = sessions.plan(steady, RC, None)
+    assert plan.forward is steady  # the client's own bytes go on: nothing re-encoded
+    plan.commit(0, 77)
+    moved = fetch(77, 2, {"a.x": [part(0, 90)]}, forgotten={"a.y": [0]})
+    plan = sessions.plan(moved, RC, None)
+    assert plan.forward is moved
+    plan.commit(0, 77)
+    assert sessions.plan(fetch(77, 3), RC, lambda t: t == "a.x").forward is not None
+
+
+@pytest.mark.parametrize(
+    ("request_", "allowed"),
+    [
+        (fetch(77, 1, {"a.y": [part(0, 5)]}), lambda t: t == "a.x"),  # names a refused topic
+        (fetch(77, 1), lambda t: t == "a.x"),  # the session holds one that became refused
+        (fetch(77, 1, {"a.x": [part(0, 0)]}), None),  # re-sends what the broker has
+        (fetch(77, 1, {"a.x": [part(1, 3), part(1, 4)]}), None),  # names a partition twice
+        (fetch(77, 1, forgotten={"a.z": [0]}), None),  # forgets what the broker never had
+        (fetch(77, 1, forgotten={"a.y": [0, 0]}), None),  # forgets one twice
+    ],
+)
+def test_an_incremental_fetch_that_differs_from_what_the_broker_needs_is_rebuilt(
+    request_: FetchRequest, allowed: Any
+) -> None:
+    sessions = FetchSessions()
+    open_session(sessions)
+    plan = sessions.plan(request_, RC, allowed)
+    assert plan.forward is not None and plan.forward is not request_
+    readable = allowed or (lambda _t: True)
+    assert all(readable(topic) for topic, _ in keys(plan.forward))
+
+
 def test_a_locally_answered_fetch_advances_the_clients_epoch_only() -> None:
     sessions = FetchSessions()
     open_session(sessions)
