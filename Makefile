@@ -13,7 +13,7 @@ demo: setup
 test: setup
 	.venv/bin/ruff check gateway tests bench examples
 	.venv/bin/ruff format --check gateway tests bench examples
-	.venv/bin/mypy gateway examples
+	.venv/bin/mypy gateway examples bench
 	.venv/bin/python -m pytest -ra --durations=15
 
 ## What a developer runs on every change, in under two minutes: lint, type-check and the
@@ -23,7 +23,7 @@ test-fast:
 	@test -x .venv/bin/python || { echo "test-fast: no .venv yet; run make setup once"; exit 1; }
 	.venv/bin/ruff check gateway tests bench examples
 	.venv/bin/ruff format --check gateway tests bench examples
-	.venv/bin/mypy gateway examples
+	.venv/bin/mypy gateway examples bench
 	.venv/bin/python -m pytest -m pure -q
 
 bench: setup

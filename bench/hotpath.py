@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import cProfile
 import datetime
+import functools
 import os
 import pstats
 import shutil
@@ -48,7 +49,7 @@ from kio.schema.fetch.v12 import response as fetch_rs
 from kio.schema.produce.v12 import request as produce_rq
 from kio.schema.produce.v12 import response as produce_rs
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from bench import authz
 from gateway.accesslog.files import FileSink
@@ -89,11 +90,15 @@ def batch(size: int, records: int) -> bytes:
     return bytes(body)
 
 
+def ms(milliseconds: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=milliseconds))
+
+
 def produce_pair(cid: int, partitions: int = 2, size: int = 3000) -> tuple[bytes, bytes]:
     request = produce_rq.ProduceRequest(
-        transactional_id=None, acks=i16(-1), timeout=datetime.timedelta(seconds=30),
+        transactional_id=None, acks=i16(-1), timeout=ms(30_000),
         topic_data=(produce_rq.TopicProduceData(name=TopicName(TOPIC), partition_data=tuple(
-            produce_rq.PartitionProduceData(index=i32(p), records=batch(size, 15))
+            produce_rq.PartitionProduceData(index=i32(p), records=Records(batch(size, 15)))
             for p in range(partitions))),),
     )  # fmt: skip
     response = produce_rs.ProduceResponse(
@@ -101,7 +106,7 @@ def produce_pair(cid: int, partitions: int = 2, size: int = 3000) -> tuple[bytes
             produce_rs.PartitionProduceResponse(index=i32(p), error_code=ErrorCode.none,
                                                 base_offset=i64(100), record_errors=())
             for p in range(partitions))),),
-        throttle_time=datetime.timedelta(0), node_endpoints=(),
+        throttle_time=ms(0), node_endpoints=(),
     )  # fmt: skip
     return (
         encode_request(0, 12, cid, "producer-1", request),
@@ -111,7 +116,7 @@ def produce_pair(cid: int, partitions: int = 2, size: int = 3000) -> tuple[bytes
 
 def fetch_pair(cid: int, partitions: int = 2, per_partition: int = 1 << 20) -> tuple[bytes, bytes]:
     request = fetch_rq.FetchRequest(
-        cluster_id=None, replica_id=BrokerId(-1), max_wait=datetime.timedelta(milliseconds=500),
+        cluster_id=None, replica_id=BrokerId(-1), max_wait=ms(500),
         min_bytes=i32(1), max_bytes=i32(50 << 20), isolation_level=i8(0), session_id=i32(0),
         session_epoch=i32(-1), forgotten_topics_data=(), rack_id="",
         topics=(fetch_rq.FetchTopic(topic=TopicName(TOPIC), partitions=tuple(
@@ -121,9 +126,9 @@ def fetch_pair(cid: int, partitions: int = 2, per_partition: int = 1 << 20) -> t
                                     partition_max_bytes=i32(per_partition))
             for p in range(partitions))),),
     )  # fmt: skip
-    records = b"".join(batch(16384, 15) for _ in range(per_partition // 16384))
+    records = Records(b"".join(batch(16384, 15) for _ in range(per_partition // 16384)))
     response = fetch_rs.FetchResponse(
-        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=i32(0),
+        throttle_time=ms(0), error_code=ErrorCode.none, session_id=i32(0),
         responses=(fetch_rs.FetchableTopicResponse(topic=TopicName(TOPIC), partitions=tuple(
             fetch_rs.PartitionData(
                 partition_index=i32(p), error_code=ErrorCode.none, high_watermark=i64(10**6),
@@ -415,8 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind, count in (("produce", 6000), ("fetch", 200)):
         for full in (False, True):
             label = f"session {kind}, {'full stack' if full else 'plain'}"
-            rows.append((label, best(opts.repeat, lambda k=kind, f=full, c=count:
-                                     session_cpu(k, f, c)), "CPU-s/GB"))  # fmt: skip
+            run: Callable[[], float] = functools.partial(session_cpu, kind, full, count)
+            rows.append((label, best(opts.repeat, run), "CPU-s/GB"))
     with tempfile.TemporaryDirectory(prefix="kgw-hotpath-pki-") as tmp:
         pki = make_pki(Path(tmp))
         rows.append(("framing only, 32 KB requests", best(opts.repeat, framing_only), "CPU-s/GB"))

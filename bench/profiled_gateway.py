@@ -41,7 +41,7 @@ class Window:
         if self.active is not None:
             return
         if self.kind == "pyinstrument":
-            from pyinstrument import Profiler
+            from pyinstrument import Profiler  # type: ignore[import-not-found]  # optional
 
             profiler = Profiler(interval=0.001, async_mode="disabled")
             profiler.start()
@@ -70,7 +70,7 @@ class Window:
 
     def _write(self, base: Path) -> None:
         if self.kind == "pyinstrument":
-            from pyinstrument.renderers import PstatsRenderer
+            from pyinstrument.renderers import PstatsRenderer  # type: ignore[import-not-found]
 
             session = self.active.stop()
             # the renderer returns marshal bytes decoded with surrogateescape

@@ -318,12 +318,13 @@ def run(
     finally:
         bench.close()
     summary = bench.summary()
+    rat = ratios(summary, pairs)
     doc = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": vars(bench.a) | extra,
         "machine": machine | {"loadavg_end": [round(x, 2) for x in os.getloadavg()]},
         "summary": summary,
-        "ratios": ratios(summary, pairs),
+        "ratios": rat,
         "load": bench.load,
         "runs": bench.runs,
         "complete": not failed,
@@ -332,7 +333,7 @@ def run(
     for target, row in summary.items():
         say(f"  {target:<16} " + "  ".join(f"{k} {v:.1f}" for k, v in row.items()))
     say("ratios:")
-    for label, row in doc["ratios"].items():
+    for label, row in rat.items():
         say(f"  {label:<30} " + "  ".join(f"{k} {v:.2f}" for k, v in row.items()))
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
