@@ -36,6 +36,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.devstack.gateway_proc import GatewayProcess
 
@@ -270,6 +271,20 @@ def assert_committed(committed: dict[int, int], ends: dict[int, int]) -> None:
     assert set(ends) == set(range(PARTITIONS))
     assert sum(ends.values()) == RECORDS, f"log-end offsets {ends} do not add up to {RECORDS}"
     assert committed == ends, f"committed {committed} != log-end {ends}"
+
+
+class GroupListening:
+    """A rebalance listener's two callbacks, noting them in the group's log (mixed into
+    each client's own listener base class)."""
+
+    def __init__(self, log: GroupLog, member: int) -> None:
+        self.log, self.member = log, member
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.log.revoked(self.member, [tp.partition for tp in revoked])
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.log.assigned(self.member, [tp.partition for tp in assigned])
 
 
 @dataclass

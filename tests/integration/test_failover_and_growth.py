@@ -38,6 +38,7 @@ from kafka import KafkaProducer
 from gateway.devstack.gateway_proc import GatewayProcess, dev_config, pick_ports
 from gateway.devstack.kafka_cluster import KafkaCluster
 from tests.conftest import assert_only_gateway_addresses
+from tests.integration.roundtrip_checks import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -72,14 +73,6 @@ def gateway(
         yield process
     finally:
         process.stop()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what()}")
-        time.sleep(0.2)
 
 
 class Seen:

@@ -30,6 +30,7 @@ from tests.integration.roundtrip_checks import (
     RECORDS,
     REPLICAS,
     SURVIVORS,
+    GroupListening,
     GroupLog,
     assert_broker_ports,
     assert_committed,
@@ -46,15 +47,8 @@ pytestmark = pytest.mark.integration
 # -- aiokafka -------------------------------------------------------------------------------
 
 
-class AioListener(AioRebalanceListener):  # type: ignore[misc]
-    def __init__(self, log: GroupLog, member: int) -> None:
-        self.log, self.member = log, member
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self.log.revoked(self.member, [tp.partition for tp in revoked])
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.log.assigned(self.member, [tp.partition for tp in assigned])
+class AioListener(GroupListening, AioRebalanceListener):  # type: ignore[misc]
+    """The log's callbacks on this client's listener type."""
 
 
 def _aio_addresses(client: Any) -> set[str]:

@@ -23,6 +23,7 @@ from tests.integration.roundtrip_checks import (
     PARTITIONS,
     RECORDS,
     REPLICAS,
+    GroupListening,
     GroupLog,
     ThreadedGroup,
     assert_broker_ports,
@@ -40,15 +41,8 @@ pytestmark = pytest.mark.integration
 # -- kafka-python ---------------------------------------------------------------------------
 
 
-class KpListener(KpRebalanceListener):  # type: ignore[misc]
-    def __init__(self, log: GroupLog, member: int) -> None:
-        self.log, self.member = log, member
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self.log.revoked(self.member, [tp.partition for tp in revoked])
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.log.assigned(self.member, [tp.partition for tp in assigned])
+class KpListener(GroupListening, KpRebalanceListener):  # type: ignore[misc]
+    """The log's callbacks on this client's listener type."""
 
 
 def kp_member(
