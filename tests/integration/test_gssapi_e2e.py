@@ -202,11 +202,15 @@ def _access_records(gateway: GatewayProcess) -> list[dict[str, Any]]:
     return records
 
 
-def _wait_records(gateway: GatewayProcess, want: Any, timeout: float = 20) -> list[dict[str, Any]]:
+def _wait_records(
+    gateway: GatewayProcess, want: Any, timeout: float = 20, enough: Any = bool
+) -> list[dict[str, Any]]:
+    """The access-log records ``want`` picks, once ``enough`` of them are written (the
+    log is written in batches: the first may come before the rest)."""
     deadline = time.monotonic() + timeout
     while True:
         found = [r for r in _access_records(gateway) if want(r)]
-        if found or time.monotonic() > deadline:
+        if enough(found) or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
 
@@ -294,7 +298,9 @@ def test_aiokafka_produces_with_a_ticket(
 
     asyncio.run(produce())
     records = _wait_records(
-        gssapi_gateway, lambda r: r.get("api") == "produce" and topic in (r.get("topics") or [])
+        gssapi_gateway,
+        lambda r: r.get("api") == "produce" and topic in (r.get("topics") or []),
+        enough=lambda found: sum(int(r["records"] or 0) for r in found) >= 5,
     )
     assert sum(int(r["records"] or 0) for r in records) == 5
     assert {r["principal"] for r in records} == {"User:tenant-a.alice"}
