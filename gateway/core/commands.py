@@ -103,11 +103,16 @@ class OpenListener:
 
 @dataclass(frozen=True, slots=True)
 class Close:
-    """Close both sides: ``side`` says whose fault it was; ``quiet``: no log line."""
+    """Close both sides: ``side`` says whose fault it was; ``quiet``: no log line.
+
+    ``linger``: the last thing written is the answer that explains the close (a refused
+    login or handshake); the client is given a moment to read it before the socket goes.
+    """
 
     reason: str
     side: Side
     quiet: bool = False
+    linger: bool = False
 
 
 Command = (

@@ -140,10 +140,10 @@ class Connection:
         if self.session.auth is not None and self.services.auth_timeout_s > 0:
             self._out.append(cmd.StartTimer(AUTH_DEADLINE, self.services.auth_timeout_s))
 
-    def _close(self, reason: str, side: Side, quiet: bool = False) -> None:
+    def _close(self, reason: str, side: Side, quiet: bool = False, linger: bool = False) -> None:
         if self.state is CLOSED:
             return
-        self._out.append(cmd.Close(reason, side, quiet))
+        self._out.append(cmd.Close(reason, side, quiet, linger))
         self._closed()
 
     def _closed(self) -> None:
@@ -326,6 +326,6 @@ class Connection:
             self._out.append(cmd.Resume("inflight"))
         if session.inflight == 0 and self.state not in (STEPPING, WORKING):
             if session.close_after_flush is not None:
-                self._close(session.close_after_flush, "client")
+                self._close(session.close_after_flush, "client", linger=True)
             elif self._draining:
                 self._close("drained", "gateway", quiet=True)

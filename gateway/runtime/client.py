@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("kgw.server")
 _ids = itertools.count(1)
 LOCAL_WORK_TIMEOUT_S = 15.0  # a store write or topic count the gateway does for a request
+# After an answer that explains a close (a refused login): how long the client may take to
+# read it before the socket goes. The client's own close ends it sooner. Some clients read
+# until the socket would block and drop what they read if the peer's FIN came with it
+# (kafka-python 3.0), so closing at once can cost them the error. Kafka's brokers hold a
+# failed login's connection too (``connection.failed.authentication.delay.ms``).
+CLOSE_LINGER_S = 0.5
 
 
 class ClientConnection(ReadPauses, asyncio.Protocol):
@@ -110,6 +116,8 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
             self.gateway.spawn(f"connect-{self.conn_id}", connect_upstream(self))
 
     def data_received(self, data: bytes | memoryview) -> None:  # TLS: a view, copied by the reader
+        if self.closed:  # lingering after a refusal: nothing more is read
+            return
         self.last_activity = time.monotonic()
         limits = self.gateway.config.limits
         # Until SASL succeeds a frame is capped low, decided from its size prefix alone;
@@ -193,8 +201,8 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
                 log_lockout(self, kind, name, seconds)
             case cmd.OpenListener(node_id):
                 self.gateway.open_broker_listener(node_id)
-            case cmd.Close(reason, side, quiet):
-                self._shut(reason, side, quiet)
+            case cmd.Close(reason, side, quiet, linger):
+                self._shut(reason, side, quiet, linger)
 
     def _start_timer(self, name: str, seconds: float) -> None:
         if self.closed:
@@ -278,7 +286,7 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
         self.feed(Closed(reason))
         self._shut(reason, side, quiet)
 
-    def _shut(self, reason: str, side: Side, quiet: bool = False) -> None:
+    def _shut(self, reason: str, side: Side, quiet: bool = False, linger: bool = False) -> None:
         if self.closed:
             return
         self.closed = True
@@ -293,10 +301,23 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
                 extra=self._extra("connection_closed", side=side, reason=reason),
             )
         if self.transport is not None:
-            self.transport.close()
+            if linger and not self.transport.is_closing():
+                self._linger(self.transport)
+            else:
+                self.transport.close()
         if self.upstream is not None:
             self.upstream.close()
         self.gateway.forget(self)
+
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close once the client has had time to read the last answer, or when it closes.
+
+        Reading resumes so that the client's close is seen; what it sends is dropped.
+        """
+        loop = asyncio.get_running_loop()
+        self._timers["linger"] = loop.call_later(CLOSE_LINGER_S, transport.close)
+        if not transport.is_reading():
+            transport.resume_reading()
 
     def _attach(self, upstream: UpstreamConnection) -> None:
         if self.closed:

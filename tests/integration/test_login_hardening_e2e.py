@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import struct
 import time
 from pathlib import Path
@@ -181,6 +182,32 @@ def test_brute_force_against_one_key_is_logged_under_it_and_found(
     bursts = [f for f in findings if f.detector == kinds.AUTH_BURST_PRINCIPAL]
     assert [f.principal for f in bursts] == [key_id], findings
     assert bursts[0].evidence["failures"] == ATTEMPTS + 1
+
+
+def test_a_refused_login_reaches_a_client_that_reads_until_it_would_block(
+    hardened: GatewayProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python reads until the socket would block and drops what it read when the
+    peer's close came with it. The gateway keeps the socket open a moment after a refusal
+    (``CLOSE_LINGER_S``), so such a client learns why it was refused, not just that the
+    connection went. The key id is unknown, so no other test's key is locked."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    caplog.set_level(logging.WARNING, logger="kafka")
+    with pytest.raises(KafkaError):
+        KafkaProducer(
+            bootstrap_servers=hardened.bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="AK-nobody-lazy-reader",
+            sasl_plain_password="sk_wrong-lazy",
+            bootstrap_timeout_ms=3000,
+            reconnect_backoff_ms=500,
+            reconnect_backoff_max_ms=500,
+        ).close()
+    assert "SaslAuthenticationFailedError" in caplog.text
+    assert "socket disconnected" not in caplog.text
 
 
 def test_oversize_frame_before_authentication_is_refused_from_its_prefix(

@@ -206,11 +206,13 @@ def check_command(harness: Harness, command: cmd.Command, want: Any) -> None:
                 assert getattr(command, name) == value, name
         case cmd.OpenListener(node_id):
             assert node_id == want, "node id"
-        case cmd.Close(reason, side, quiet):
+        case cmd.Close(reason, side, quiet, linger):
             spec = {"side": want} if isinstance(want, str) else want
             assert side == spec["side"], f"side of {reason!r}"
             if "quiet" in spec:
                 assert quiet == spec["quiet"], "quiet"
+            if "linger" in spec:
+                assert linger == spec["linger"], f"linger of {reason!r}"
             if "reason" in spec:
                 assert spec["reason"] in reason, "reason"
 
