@@ -53,8 +53,30 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             row["cpu_s_per_gb"] = round(
                 sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3
             )
+        row.update(_split(mine))
         out[target] = row
     return out
+
+
+SPLIT = ("user_s", "system_s", "read_calls", "voluntary_switches")
+
+
+def _split(mine: list[dict[str, Any]]) -> dict[str, float]:
+    """Where the gateway's time went per phase, over all its runs: user and system
+    seconds per GB, read system calls and voluntary context switches (waits) per MB."""
+    row: dict[str, float] = {}
+    for phase in ("produce", "consume"):
+        runs = [r for r in mine if r["phase"] == phase]
+        if not runs or not all(f"gateway_{name}" in r["cpu"] for r in runs for name in SPLIT):
+            continue
+        moved = sum(r["cpu"]["bytes"] for r in runs)
+        for name in SPLIT:
+            spent = sum(r["cpu"][f"gateway_{name}"] for r in runs)
+            if name.endswith("_s"):
+                row[f"{phase}_{name}_per_gb"] = round(spent / (moved / GB), 3)
+            else:
+                row[f"{phase}_{name}_per_mb"] = round(spent / (moved / 1e6), 2)
+    return row
 
 
 def verdicts(
@@ -99,6 +121,14 @@ ROWS = (
     ("gateway CPU s/GB, produce", "produce_cpu_s_per_gb"),
     ("gateway CPU s/GB, consume", "consume_cpu_s_per_gb"),
     ("gateway CPU s/GB, both", "cpu_s_per_gb"),
+    ("  produce: user s/GB", "produce_user_s_per_gb"),
+    ("  produce: system s/GB", "produce_system_s_per_gb"),
+    ("  produce: reads/MB", "produce_read_calls_per_mb"),
+    ("  produce: waits/MB", "produce_voluntary_switches_per_mb"),
+    ("  consume: user s/GB", "consume_user_s_per_gb"),
+    ("  consume: system s/GB", "consume_system_s_per_gb"),
+    ("  consume: reads/MB", "consume_read_calls_per_mb"),
+    ("  consume: waits/MB", "consume_voluntary_switches_per_mb"),
 )
 
 
@@ -109,6 +139,8 @@ def table(doc: dict[str, Any]) -> str:
     lines.append("-" * len(lines[0]))
     for label, key in ROWS:
         cells = [summary[t].get(key) for t in targets]
+        if label.startswith(" ") and all(c is None for c in cells):
+            continue  # the split of the gateway's time: not in results from before it
         lines.append(f"{label:<30}" + "".join(f"{report._fmt(c):>12}" for c in cells))
     lines.append("\nratios (same run)")
     columns = (

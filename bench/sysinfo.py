@@ -25,6 +25,33 @@ def process_cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def process_detail(pid: int | None) -> dict[str, float]:
+    """Where a process's time went: user and system CPU seconds and read and write
+    system calls (all its threads), and its main thread's context switches (the event
+    loop's: voluntary, it waited for work; involuntary, it was preempted). Empty when
+    the process is gone or unknown."""
+    if pid is None:
+        return {}
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+        io = dict(line.split(": ", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+        status = dict(
+            line.split(":\t", 1)
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if ":\t" in line
+        )
+    except (OSError, IndexError, ValueError):
+        return {}
+    return {
+        "user_s": int(fields[11]) / _TICK,
+        "system_s": int(fields[12]) / _TICK,
+        "read_calls": float(io["syscr"]),
+        "write_calls": float(io["syscw"]),
+        "voluntary_switches": float(status["voluntary_ctxt_switches"].strip()),
+        "involuntary_switches": float(status["nonvoluntary_ctxt_switches"].strip()),
+    }
+
+
 def machine_ticks() -> tuple[int, int]:
     """(busy, total) jiffies over all CPUs since boot; iowait counts as idle."""
     with open("/proc/stat") as stat:
@@ -44,6 +71,7 @@ class CpuWindow:
     def __post_init__(self) -> None:
         self._wall = time.monotonic()
         self._gateway = process_cpu_s(self.gateway_pid)
+        self._detail = process_detail(self.gateway_pid)
         self._brokers = sum(process_cpu_s(pid) for pid in self.broker_pids)
         self._machine = machine_ticks()
         self._load = os.getloadavg()[0]
@@ -54,9 +82,16 @@ class CpuWindow:
         d_busy, d_total = busy - self._machine[0], total - self._machine[1]
         gateway = process_cpu_s(self.gateway_pid) - self._gateway
         brokers = sum(process_cpu_s(pid) for pid in self.broker_pids) - self._brokers
+        detail = process_detail(self.gateway_pid)
+        spent = {  # where the gateway's time went, for "say where the time goes"
+            f"gateway_{name}": round(value - self._detail[name], 2)
+            for name, value in detail.items()
+            if name in self._detail
+        }
         return {
             "wall_s": round(wall, 3),
             "gateway_cpu_s": round(gateway, 2),
+            **spent,
             "gateway_cores": round(gateway / wall, 3),
             "brokers_cpu_s": round(brokers, 2),
             "brokers_cores": round(brokers / wall, 3),
