@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
-import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -36,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from gateway.credentials import CredentialStoreConfig, open_store
 from gateway.devstack.gateway_proc import GatewayProcess
 from gateway.devstack.kafka_cluster import KafkaCluster
+from gateway.encryption.batch import Batch, Record, encode
 
 from ...conftest import GatewayFactory, sasl_listener
 from ..broker_enforced import GATEWAY_USER, EnforcedStack, make_cluster
@@ -430,33 +430,14 @@ async def _retrying(conn: RawConnection, body: Any) -> Any:
 def record_batch(value: bytes) -> bytes:
     """One uncompressed v2 record batch holding one record (for raw Produce)."""
     now = int(time.time() * 1000)
-
-    def varint(n: int) -> bytes:
-        n = (n << 1) ^ (n >> 63)
-        out = b""
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            if n:
-                out += bytes([b | 0x80])
-            else:
-                return out + bytes([b])
-
-    body = b"\x00" + varint(0) + varint(0) + varint(-1) + varint(len(value)) + value + varint(0)
-    record = varint(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1) + record
-    crc = _crc32c(after_crc)
-    header = struct.pack(">qiib", 0, len(after_crc) + 9, -1, 2) + struct.pack(">I", crc)
-    return header + after_crc
-
-
-def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+    record = Record(offset_delta=0, timestamp_delta=0, key=None, value=value)
+    return encode(
+        Batch(
+            base_offset=0, partition_leader_epoch=0, attributes=0, last_offset_delta=0,
+            base_timestamp=now, max_timestamp=now, producer_id=-1, producer_epoch=-1,
+            base_sequence=-1, records=[record],
+        )
+    )  # fmt: skip
 
 
 def populate(stack: Stack) -> Ctx:
