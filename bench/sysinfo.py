@@ -83,7 +83,7 @@ class CpuWindow:
         gateway = process_cpu_s(self.gateway_pid) - self._gateway
         brokers = sum(process_cpu_s(pid) for pid in self.broker_pids) - self._brokers
         detail = process_detail(self.gateway_pid)
-        spent = {  # where the gateway's time went, for "say where the time goes"
+        spent = {  # where the gateway's time went: user, system, reads, waits
             f"gateway_{name}": round(value - self._detail[name], 2)
             for name, value in detail.items()
             if name in self._detail
