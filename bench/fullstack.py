@@ -86,6 +86,7 @@ from tests.redis_server import RedisServer
 OPERATOR = "User:dev-admin"  # the gateways' plaintext readiness listener, a super user
 USER = authz.PRINCIPAL.removeprefix("User:")  # the SCRAM user and the mTLS principal
 TLS13 = ["ssl.enabled.protocols=TLSv1.3", "ssl.protocol=TLSv1.3"]
+GATEWAYS = tuple(t for t in TARGETS if not t.startswith("direct"))  # what --profile can copy
 
 
 class TlsListenerCluster(KafkaCluster):
@@ -137,6 +138,12 @@ def add_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--probe-rounds", type=int, help="probe rounds (3; quick 1): the added p99 is their median"
+    )
+    parser.add_argument(
+        "--profile-target",
+        choices=GATEWAYS,
+        default="full-scram",
+        help="the gateway --profile profiles a copy of (default full-scram)",
     )
 
 
@@ -325,12 +332,20 @@ class FullStackBench(Bench):
         return gateway or self.gateways.get(target)  # direct targets: no gateway
 
     def _profiled_gateway(self, factory: GatewayFactory) -> GatewayProcess:
+        """A copy of ``--profile-target``'s gateway (its own ports and access log), run
+        under the profiler; the load tools reach it as they reach that target."""
         assert self.cluster is not None
-        name = "full-scram-profiled"
-        listener = dict(self.variants["full-scram"].extra_listeners[0])
-        listener["bootstrap_port"], listener["broker_port_base"] = pick_ports()
-        profiled = Variant(name, self._full_sections(name, scram=True), {"principal": OPERATOR},
-                           [listener], 1)  # fmt: skip
+        source = self.variants[self.opts.profile_target]
+        name = f"{source.name}-profiled"
+        sections = source.sections
+        if source.name in FULL:
+            sections = self._full_sections(name, scram=source.name == "full-scram")
+        listeners = []
+        for listener in source.extra_listeners:
+            moved = dict(listener)
+            moved["bootstrap_port"], moved["broker_port_base"] = pick_ports()
+            listeners.append(moved)
+        profiled = Variant(name, sections, source.listener, listeners, source.client_listener)
         return start_variant(self.cluster.bootstrap_servers, self.workdir, profiled, NODES, factory)
 
     # -- runs -------------------------------------------------------------------------------
@@ -398,7 +413,7 @@ class FullStackBench(Bench):
             if logged == 0:
                 raise RuntimeError(f"{name} wrote no access-log records")
         if s.profile:
-            self.run_profile(consume_topic, target="full-scram")
+            self.run_profile(consume_topic, target=self.opts.profile_target)
 
     def run_probe(self, topic: Callable[[str, str, int], str]) -> None:
         """The paired latency probe, every chosen target at once, each round after the
