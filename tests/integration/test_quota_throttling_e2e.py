@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from gateway.devstack.gateway_proc import pick_ports
@@ -146,16 +146,32 @@ def _consumer(bootstrap: str, topic: str, partitions: int, **extra: object) -> C
 
 
 def _read_for(consumer: Consumer, topic: str, partitions: int, seconds: float) -> int:
-    """Value bytes read in ``seconds``; when nothing more comes (the log is read to its end),
-    again from the beginning. (Partition-EOF bookkeeping misses an end now and then.)"""
+    """Value bytes read in ``seconds``. A partition read to its end starts again from the
+    beginning at once (its EOF event, with ``enable.partition.eof``), so that the time a
+    window spends restarting does not vary from window to window; when a poll brings
+    nothing at all (an EOF event missed now and then), every partition starts again."""
     total = 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        got = sum(len(m.value()) for m in consumer.consume(500, 0.2) if m.error() is None)
+        got = 0
+        for message in consumer.consume(500, 0.2):
+            error = message.error()
+            if error is None:
+                got += len(message.value())
+            elif error.code() == KafkaError._PARTITION_EOF:
+                consumer.seek(TopicPartition(topic, message.partition(), OFFSET_BEGINNING))
         total += got
         if not got:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     return total
+
+
+def _throttled(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The brokers (per librdkafka's statistics) that reported a throttle time."""
+    return [
+        b for s in stats for b in s.get("brokers", {}).values()
+        if b.get("throttle", {}).get("max", 0) > 0
+    ]  # fmt: skip
 
 
 def test_a_consumer_over_its_fetch_quota_is_slowed_and_another_tenant_is_not(
@@ -177,7 +193,12 @@ def test_a_consumer_over_its_fetch_quota_is_slowed_and_another_tenant_is_not(
     _fill(direct, f"{topic}-greedy", 1, int(FETCH_BURST + FETCH_RATE * greedy_s * 1.5))
     _fill(direct, f"{topic}-other", 3, 60_000_000)
 
-    other = _consumer(other_at, f"{topic}-other", 3)
+    other_stats: list[dict[str, Any]] = []
+    other = _consumer(
+        other_at, f"{topic}-other", 3,
+        **{"enable.partition.eof": True, "statistics.interval.ms": 1000,
+           "stats_cb": lambda s: other_stats.append(json.loads(s))},
+    )  # fmt: skip
     _read_for(other, f"{topic}-other", 3, 5.0)  # connections, metadata, warm caches
 
     # The greedy consumer asks for far more than its quota, continuously for GREEDY_S;
@@ -212,15 +233,19 @@ def test_a_consumer_over_its_fetch_quota_is_slowed_and_another_tenant_is_not(
     time.sleep(GREEDY_S + 1.0)
 
     # Fairness: the other tenant's rate in alternating windows with the greedy consumer
-    # on and off, so that drift in the machine's load falls on both sides alike.
-    alone = together = 0
-    for _ in range(WINDOWS):
-        greedy_on.clear()
-        time.sleep(1.0)
-        alone += _read_for(other, f"{topic}-other", 3, WINDOW_S)
-        greedy_on.set()
-        time.sleep(1.0)
-        together += _read_for(other, f"{topic}-other", 3, WINDOW_S)
+    # off and on, in the order off-on, on-off, off-on, ..., so that a drift in the
+    # machine's load (or the other consumer warming up) falls on both sides alike.
+    read = {False: 0, True: 0}  # bytes the other tenant read, by greedy on
+    for pair in range(WINDOWS):
+        for on in (False, True) if pair % 2 == 0 else (True, False):
+            if on:
+                greedy_on.set()
+            else:
+                greedy_on.clear()
+            time.sleep(1.0)
+            read[on] += _read_for(other, f"{topic}-other", 3, WINDOW_S)
+    alone, together = read[False], read[True]
+    greedy_on.set()
     finished.set()
     thread.join(30)
     other.close()
@@ -241,11 +266,11 @@ def test_a_consumer_over_its_fetch_quota_is_slowed_and_another_tenant_is_not(
     )
     assert 0.90 * allowed <= greedy_total <= 1.10 * allowed, greedy_total / allowed
     assert 0.90 * FETCH_RATE <= steady <= 1.10 * FETCH_RATE, steady / FETCH_RATE
-    throttled = [
-        b for s in stats for b in s.get("brokers", {}).values()
-        if b.get("throttle", {}).get("max", 0) > 0
-    ]  # fmt: skip
-    assert throttled, "throttle_time_ms never reached the consumer's statistics"
-    # Not slowed: the other tenant keeps at least 90 % of its rate alone (faster with the
-    # greedy one on is the machine's drift between windows, not unfairness).
-    assert together >= 0.90 * alone, together / alone
+    assert _throttled(stats), "throttle_time_ms never reached the consumer's statistics"
+    # Not slowed: the gateway never throttled the other tenant (its client's own figures),
+    # and it kept its rate. On these 2 cores a window's rate moves by ±10 % (the greedy
+    # consumer's client and gateway work share them); a quota applied to the wrong tenant
+    # would cut it to about the greedy one's 1 MB/s, far below this bound.
+    assert len(other_stats) >= WINDOWS * 2 * WINDOW_S / 2, "the other consumer's statistics"
+    assert not _throttled(other_stats), "the other tenant was throttled"
+    assert together >= 0.80 * alone, together / alone
