@@ -210,6 +210,37 @@ def test_a_refused_login_reaches_a_client_that_reads_until_it_would_block(
     assert "socket disconnected" not in caplog.text
 
 
+def test_requests_sent_behind_a_refused_login_are_never_served(hardened: GatewayProcess) -> None:
+    """While the gateway holds a refused connection open for the client to read why, the
+    client is still unauthenticated: a Metadata request pipelined behind the wrong
+    secret, and another sent after the refusal, get no answer; only the refusal comes
+    back, then the gateway closes."""
+
+    async def run() -> None:
+        connection = await RawConnection.open(hardened.bootstrap)
+        try:
+            shake = await connection.request(
+                SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse
+            )
+            assert shake.error_code == 0
+            metadata = MetadataRequest(
+                topics=None, allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )  # fmt: skip
+            auth = SaslAuthenticateRequest(auth_bytes=b"\0AK-nobody-pipelined\0sk_wrong")
+            await connection.send(auth)
+            await connection.send(metadata)  # pipelined behind the wrong secret
+            answer = await connection.receive(auth, SaslAuthenticateResponse)
+            assert answer.error_code == SASL_AUTHENTICATION_FAILED
+            with contextlib.suppress(ConnectionError):
+                await connection.send(metadata)  # after the refusal, inside the linger
+            assert await connection.closed_by_peer(10), "nothing more, then the close"
+        finally:
+            connection.close()
+
+    asyncio.run(run())
+
+
 def test_oversize_frame_before_authentication_is_refused_from_its_prefix(
     hardened: GatewayProcess, keys: Keys
 ) -> None:
