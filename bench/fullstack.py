@@ -140,6 +140,11 @@ def add_args(parser: argparse.ArgumentParser) -> None:
         "--probe-rounds", type=int, help="probe rounds (3; quick 1): the added p99 is their median"
     )
     parser.add_argument(
+        "--equal-rate", type=int, default=0,
+        help="also produce at this many records/s to every target (half --records each), "
+             "for CPU per GB at one rate; 0: off",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile-target",
         choices=GATEWAYS,
         default="full-scram",
@@ -378,7 +383,10 @@ class FullStackBench(Bench):
             return [*targets[shift:], *targets[:shift]]
 
         paced = "direct" in targets  # the paced rates are shares of the direct max
-        phases = ("produce", "half", "quarter") if paced else ("produce",)
+        phases: tuple[str, ...] = ("produce", "half", "quarter") if paced else ("produce",)
+        equal_rate = self.opts.equal_rate
+        if equal_rate > 0:
+            phases += ("equal",)
         self.create_topics(
             [topic(p, t, r) for p in phases for t in targets for r in rounds]
             + [topic("warmup", t, 0) for t in targets]
@@ -405,6 +413,12 @@ class FullStackBench(Bench):
             for r in rounds:
                 for t in order(r):
                     self.produce(phase, r, t, topic(phase, t, r), records, rate)
+        if equal_rate > 0:
+            records = max(s.records // 2, 1000)
+            say(f"produce at an equal rate: {equal_rate} records/s, {records} records per run")
+            for r in rounds:
+                for t in order(r):
+                    self.produce("equal", r, t, topic("equal", t, r), records, equal_rate)
         self.run_probe(topic)
         time.sleep(2.0)  # the access-log writer runs off the data path: let it catch up
         for name in (t for t in FULL if t in targets):

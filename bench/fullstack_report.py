@@ -25,6 +25,7 @@ PAIRS = [
 PRODUCE_MIN, CONSUME_MIN = 0.95, 0.90  # full stack / direct TLS
 FULL_CPU_MAX, TLS_CPU_MAX = 1.5, 1.3  # CPU/GB: full / TLS-only, TLS-only / plain gateway
 P99_ADDED_MAX_MS = 5.0  # full stack over the plain gateway (paired probe, machine not saturated)
+EQUAL_RATE_HELD = 0.95  # share of --equal-rate a target must reach for its CPU/GB to compare
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -53,9 +54,26 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             row["cpu_s_per_gb"] = round(
                 sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3
             )
-        row.update(_split(mine))
+        row.update(_equal_rate(runs, target))
+        row.update(_split([r for r in runs if r["target"] == target]))
         out[target] = row
     return out
+
+
+def _equal_rate(runs: list[dict[str, Any]], target: str) -> dict[str, float]:
+    """The ``equal`` phase (``--equal-rate``): every target produces at one paced rate,
+    so each sends requests of the same size at the same pace, and CPU per GB compares
+    the gateways' work, not the rates they happened to reach at full speed."""
+    mine = [r for r in runs if r["target"] == target and r["phase"] == "equal"]
+    if not mine or not all("gateway_cpu_s_per_gb" in r["cpu"] for r in mine):
+        return {}
+    moved = sum(r["cpu"]["bytes"] for r in mine)
+    rates = sorted(float(r["result"]["records_per_s"]) for r in mine)
+    return {
+        "equal_rate": float(mine[0]["throughput_limit"]),
+        "equal_records_per_s": rates[len(rates) // 2],
+        "equal_cpu_s_per_gb": round(sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3),
+    }
 
 
 SPLIT = ("user_s", "system_s", "read_calls", "voluntary_switches")
@@ -65,7 +83,7 @@ def _split(mine: list[dict[str, Any]]) -> dict[str, float]:
     """Where the gateway's time went per phase, over all its runs: user and system
     seconds per GB, read system calls and voluntary context switches (waits) per MB."""
     row: dict[str, float] = {}
-    for phase in ("produce", "consume"):
+    for phase in ("produce", "consume", "equal"):
         runs = [r for r in mine if r["phase"] == phase]
         if not runs or not all(f"gateway_{name}" in r["cpu"] for r in runs for name in SPLIT):
             continue
@@ -99,6 +117,11 @@ def verdicts(
         ]  # fmt: skip
     tls_cpu = rat.get("gateway-tls/gateway", {}).get("cpu_s_per_gb")
     rows.append(("gateway CPU s/GB, gateway-tls/gateway", tls_cpu, "<=", TLS_CPU_MAX))
+    for pair, threshold in (*((f"{full}/gateway-tls", FULL_CPU_MAX) for full in FULL),
+                            ("gateway-tls/gateway", TLS_CPU_MAX)):  # fmt: skip
+        held = all(_rate_held(summary.get(t, {})) for t in pair.split("/"))
+        value = rat.get(pair, {}).get("equal_cpu_s_per_gb") if held else None
+        rows.append((f"gateway CPU s/GB at an equal rate, {pair}", value, "<=", threshold))
     for full in FULL:
         added = latency.added_p99(probes, full, "gateway") if probes else None
         rows.append((f"p99 ms added (paired probe), {full} - gateway", added,
@@ -111,6 +134,14 @@ def verdicts(
     return out
 
 
+def _rate_held(row: dict[str, float]) -> bool:
+    """The target produced at (nearly) the equal rate asked for: else its CPU per GB
+    at that rate is not comparable, and the verdicts on it are n/a."""
+    if "equal_rate" not in row:
+        return False
+    return row["equal_records_per_s"] >= EQUAL_RATE_HELD * row["equal_rate"]
+
+
 ROWS = (
     ("produce records/s (full rate)", "produce_records_per_s"),
     ("produce MB/s (full rate)", "produce_mb_per_s"),
@@ -121,6 +152,8 @@ ROWS = (
     ("gateway CPU s/GB, produce", "produce_cpu_s_per_gb"),
     ("gateway CPU s/GB, consume", "consume_cpu_s_per_gb"),
     ("gateway CPU s/GB, both", "cpu_s_per_gb"),
+    ("produce records/s, equal rate", "equal_records_per_s"),
+    ("gateway CPU s/GB, equal rate", "equal_cpu_s_per_gb"),
     ("  produce: user s/GB", "produce_user_s_per_gb"),
     ("  produce: system s/GB", "produce_system_s_per_gb"),
     ("  produce: reads/MB", "produce_read_calls_per_mb"),
@@ -129,6 +162,8 @@ ROWS = (
     ("  consume: system s/GB", "consume_system_s_per_gb"),
     ("  consume: reads/MB", "consume_read_calls_per_mb"),
     ("  consume: waits/MB", "consume_voluntary_switches_per_mb"),
+    ("  equal rate: user s/GB", "equal_user_s_per_gb"),
+    ("  equal rate: system s/GB", "equal_system_s_per_gb"),
 )
 
 
@@ -139,16 +174,18 @@ def table(doc: dict[str, Any]) -> str:
     lines.append("-" * len(lines[0]))
     for label, key in ROWS:
         cells = [summary[t].get(key) for t in targets]
-        if label.startswith(" ") and all(c is None for c in cells):
-            continue  # the split of the gateway's time: not in results from before it
+        if (label.startswith(" ") or "equal rate" in label) and all(c is None for c in cells):
+            continue  # not in results from before the split, or without --equal-rate
         lines.append(f"{label:<30}" + "".join(f"{report._fmt(c):>12}" for c in cells))
     lines.append("\nratios (same run)")
-    columns = (
+    columns = [
         ("produce rec/s", "produce_records_per_s"),
         ("consume MB/s", "consume_fetch_mb_per_s"),
         ("1/4-rate p99", "quarter_p99_ms"),
         ("CPU s/GB", "cpu_s_per_gb"),
-    )
+    ]
+    if any("equal_cpu_s_per_gb" in row for row in rat.values()):  # with --equal-rate
+        columns.append(("CPU, equal rate", "equal_cpu_s_per_gb"))
     lines.append(f"{'':<26}" + "".join(f"{label:>15}" for label, _ in columns))
     for pair, row in rat.items():
         lines.append(f"{pair:<26}" + "".join(f"{report._fmt(row.get(k)):>15}" for _, k in columns))

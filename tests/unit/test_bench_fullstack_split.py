@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.fullstack_report import summarize, table
+from bench.fullstack_report import PAIRS, summarize, table, verdicts
+from bench.variants import ratios
 
 
 def _run(phase: str, target: str, user: float, system: float, reads: int) -> dict[str, Any]:
@@ -46,3 +47,46 @@ def test_results_from_before_the_split_print_without_its_rows() -> None:
     runs = [_run("produce", "gateway", 1.0, 0.5, 10), _run("consume", "gateway", 1.0, 0.5, 10)]
     doc["summary"] = summarize(runs)
     assert "  produce: user s/GB" in table(doc)
+
+
+def _equal(target: str, cpu_s: float, rate: float, asked: int = 1000) -> dict[str, Any]:
+    run = _run("equal", target, cpu_s, 0.0, 100)
+    run["throughput_limit"] = asked
+    run["result"]["records_per_s"] = rate
+    return run
+
+
+def _gateways(equal: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    runs = [
+        _run(p, t, 1.0, 0.0, 10) for p in ("produce", "consume") for t in ("gateway", "gateway-tls")
+    ]
+    return summarize([*runs, *equal])
+
+
+def test_cpu_per_gb_at_an_equal_rate_is_judged_when_every_target_held_the_rate() -> None:
+    plain = [_equal("gateway", 1.0, 999.0), _equal("gateway", 1.0, 1000.0)]
+    tls = [_equal("gateway-tls", 1.5, 998.0), _equal("gateway-tls", 1.1, 1000.0)]
+    summary = _gateways([*plain, *tls])
+    assert summary["gateway"]["equal_cpu_s_per_gb"] == 2.0  # 2 s over 1 GB
+    assert summary["gateway-tls"]["equal_cpu_s_per_gb"] == 2.6
+    rows = {row["target"]: row for row in verdicts(summary, ratios(summary, PAIRS), [])}
+    verdict = rows["gateway CPU s/GB at an equal rate, gateway-tls/gateway"]
+    assert (verdict["value"], verdict["result"]) == (1.3, "met")
+    assert "CPU, equal rate" in table(
+        {"summary": summary, "ratios": ratios(summary, PAIRS), "contention": None, "targets": []}
+    )
+
+
+def test_a_target_that_fell_short_of_the_equal_rate_is_not_compared() -> None:
+    summary = _gateways([_equal("gateway", 1.0, 1000.0), _equal("gateway-tls", 0.5, 900.0)])
+    rows = {row["target"]: row for row in verdicts(summary, ratios(summary, PAIRS), [])}
+    assert rows["gateway CPU s/GB at an equal rate, gateway-tls/gateway"]["result"] == "n/a"
+    assert rows["gateway CPU s/GB, gateway-tls/gateway"]["result"] == "met"  # full rate: 1.0
+
+
+def test_without_an_equal_rate_phase_its_rows_and_verdicts_are_absent() -> None:
+    summary = _gateways([])
+    rows = {row["target"]: row for row in verdicts(summary, ratios(summary, PAIRS), [])}
+    assert rows["gateway CPU s/GB at an equal rate, gateway-tls/gateway"]["result"] == "n/a"
+    doc = {"summary": summary, "ratios": {}, "contention": None, "targets": []}
+    assert "equal rate" not in table(doc)
