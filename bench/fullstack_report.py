@@ -185,7 +185,7 @@ def table(doc: dict[str, Any]) -> str:
         ("CPU s/GB", "cpu_s_per_gb"),
     ]
     if any("equal_cpu_s_per_gb" in row for row in rat.values()):  # with --equal-rate
-        columns.append(("CPU, equal rate", "equal_cpu_s_per_gb"))
+        columns.append(("CPU equal rate", "equal_cpu_s_per_gb"))
     lines.append(f"{'':<26}" + "".join(f"{label:>15}" for label, _ in columns))
     for pair, row in rat.items():
         lines.append(f"{pair:<26}" + "".join(f"{report._fmt(row.get(k)):>15}" for _, k in columns))

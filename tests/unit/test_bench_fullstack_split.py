@@ -72,7 +72,7 @@ def test_cpu_per_gb_at_an_equal_rate_is_judged_when_every_target_held_the_rate()
     rows = {row["target"]: row for row in verdicts(summary, ratios(summary, PAIRS), [])}
     verdict = rows["gateway CPU s/GB at an equal rate, gateway-tls/gateway"]
     assert (verdict["value"], verdict["result"]) == (1.3, "met")
-    assert "CPU, equal rate" in table(
+    assert "CPU equal rate" in table(
         {"summary": summary, "ratios": ratios(summary, PAIRS), "contention": None, "targets": []}
     )
 
