@@ -34,6 +34,6 @@ def test_the_probe_measures_the_acknowledgement_not_the_next_tick(
     figures = result["targets"]["direct"]
     assert figures["records"] == 20
     interval_ms = 1000.0 / RATE
-    # polled once per tick, the median was the interval itself (200 ms here)
-    assert figures["p50_ms"] < interval_ms / 4, figures
-    assert 0 < figures["avg_ms"] < interval_ms / 2, figures
+    # polled once per tick, the median was the interval itself (200 ms here); the median,
+    # not the mean, so that one broker hiccup on a busy machine does not decide
+    assert 0 < figures["p50_ms"] < interval_ms / 4, figures
