@@ -50,30 +50,23 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         if all("gateway_cpu_s_per_gb" in r["cpu"] for r in mine):
             for phase in ("produce", "consume"):
                 row[f"{phase}_cpu_s_per_gb"] = meds[phase][target]["gateway_cpu_s_per_gb"]
-            moved = sum(r["cpu"]["bytes"] for r in mine)
-            row["cpu_s_per_gb"] = round(
-                sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3
-            )
-        row.update(_equal_rate(runs, target))
+            row["cpu_s_per_gb"] = _cpu_per_gb(mine)
+        equal = [r for r in runs if r["target"] == target and r["phase"] == "equal"]
+        if equal and all("gateway_cpu_s_per_gb" in r["cpu"] for r in equal):
+            # --equal-rate: every target at one paced rate, so each sends requests of the
+            # same size at the same pace and CPU per GB compares the gateways' work
+            row["equal_rate"] = float(equal[0]["throughput_limit"])
+            row["equal_records_per_s"] = meds["equal"][target]["records_per_s"]
+            row["equal_cpu_s_per_gb"] = _cpu_per_gb(equal)
         row.update(_split([r for r in runs if r["target"] == target]))
         out[target] = row
     return out
 
 
-def _equal_rate(runs: list[dict[str, Any]], target: str) -> dict[str, float]:
-    """The ``equal`` phase (``--equal-rate``): every target produces at one paced rate,
-    so each sends requests of the same size at the same pace, and CPU per GB compares
-    the gateways' work, not the rates they happened to reach at full speed."""
-    mine = [r for r in runs if r["target"] == target and r["phase"] == "equal"]
-    if not mine or not all("gateway_cpu_s_per_gb" in r["cpu"] for r in mine):
-        return {}
-    moved = sum(r["cpu"]["bytes"] for r in mine)
-    rates = sorted(float(r["result"]["records_per_s"]) for r in mine)
-    return {
-        "equal_rate": float(mine[0]["throughput_limit"]),
-        "equal_records_per_s": rates[len(rates) // 2],
-        "equal_cpu_s_per_gb": round(sum(r["cpu"]["gateway_cpu_s"] for r in mine) / (moved / GB), 3),
-    }
+def _cpu_per_gb(runs: list[dict[str, Any]]) -> float:
+    """The gateway's CPU seconds over ``runs`` per GB they moved (not a median of runs)."""
+    moved = float(sum(r["cpu"]["bytes"] for r in runs))
+    return round(float(sum(r["cpu"]["gateway_cpu_s"] for r in runs)) / (moved / GB), 3)
 
 
 SPLIT = ("user_s", "system_s", "read_calls", "voluntary_switches")
@@ -174,8 +167,8 @@ def table(doc: dict[str, Any]) -> str:
     lines.append("-" * len(lines[0]))
     for label, key in ROWS:
         cells = [summary[t].get(key) for t in targets]
-        if (label.startswith(" ") or "equal rate" in label) and all(c is None for c in cells):
-            continue  # not in results from before the split, or without --equal-rate
+        if all(c is None for c in cells):
+            continue  # a phase this run did not have (paced, equal rate, the time split)
         lines.append(f"{label:<30}" + "".join(f"{report._fmt(c):>12}" for c in cells))
     lines.append("\nratios (same run)")
     columns = [
