@@ -17,8 +17,7 @@ every transition against this table, and tests/unit/core/test_states.py walks it
 
 from __future__ import annotations
 
-import enum
-
+from ..enums import HotEnum
 from .events import (
     Closed,
     Drain,
@@ -31,7 +30,7 @@ from .events import (
 )
 
 
-class State(enum.Enum):
+class State(HotEnum):
     NEW = "new"
     AUTHENTICATING = "authenticating"
     OPEN = "open"

@@ -13,6 +13,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..enums import HotEnum
 from .settings import PlanConfig
 
 
@@ -26,7 +27,7 @@ class Subject:
     client_host: str
 
 
-class QuotaKind(enum.Enum):
+class QuotaKind(HotEnum):
     """What a charge counts; the value is the rate's key in the store and in plans."""
 
     PRODUCE_BYTES = "produce_bytes"
