@@ -18,6 +18,14 @@ processes:
 
 Prints CPU-s/GB (and µs per request for the small TLS case). ``--profile`` adds
 cProfile's top functions of the full-stack Produce path.
+
+``--cold`` adds the session's CPU µs per Produce exchange twice: *hot* (right after
+another exchange, as in the loops above) and *cold* (after every cache level was
+evicted by hashing ``EVICT_BYTES``, more than this machine's 32 MiB L3), for the plain
+and the full-stack session. In the gateway itself, requests arrive between other
+connections' work, the brokers' and the load tools' on the same two cores, so each
+one runs somewhere between the two: the hot loops alone understate what a feature
+costs there (``docs/performance-issue16.md``, "hot and cold").
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import contextlib
 import cProfile
 import datetime
 import functools
+import hashlib
 import os
 import pstats
 import shutil
@@ -75,6 +84,7 @@ from gateway.tls.layer import on_sni
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "t0000.bench-produce-full-scram-1"
 GB = 1e9
+EVICT_BYTES = 48 << 20  # hashing this evicts L1, L2 and the 32 MiB L3 of this VM
 
 
 # -- frames -----------------------------------------------------------------------------
@@ -223,6 +233,37 @@ def session_cpu(kind: str, full: bool, count: int, profile: bool = False) -> flo
             profiler.disable()
             pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)
         return cpu / (moved / GB)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def session_cold_us(full: bool, count: int) -> tuple[float, float]:
+    """CPU µs per Produce exchange through the session: ``(hot, cold)``. Hot: the mean
+    of ``count`` exchanges back to back; cold: of ``count`` exchanges each run after
+    the caches were evicted."""
+    workdir = Path(tempfile.mkdtemp(prefix="kgw-hotpath-"))
+    try:
+        rig = SessionRig(full, workdir)
+        pairs = [produce_pair(1), produce_pair(2)]
+        for index in range(256):  # first-time costs (caches of the policy, the quotas)
+            rig.exchange(*pairs[index % 2], index)
+        rig.flush()
+        start = time.process_time()
+        for index in range(count):  # index 0: no flush inline, as in the cold loop
+            rig.exchange(*pairs[index % 2], 0)
+        hot = time.process_time() - start
+        rig.flush()
+        evict = bytes(EVICT_BYTES)
+        cold = 0.0
+        for index in range(count):
+            hashlib.blake2b(evict).digest()
+            start = time.process_time()
+            rig.exchange(*pairs[index % 2], 0)
+            cold += time.process_time() - start
+            if index % 64 == 63:
+                rig.flush()
+        rig.flush()
+        return hot / count * 1e6, cold / count * 1e6
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -412,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hotpath", description=__doc__)
     parser.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
     parser.add_argument("--profile", action="store_true", help="profile the full Produce path")
+    parser.add_argument(
+        "--cold", type=int, default=0, metavar="N",
+        help="also CPU µs per Produce exchange, hot and cold, N each (200: ~25 s)",
+    )  # fmt: skip
     opts = parser.parse_args(argv)
     import logging
 
@@ -430,6 +475,18 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("TLS out, 2 MiB responses", best(opts.repeat, lambda: tls_consume(pki)),
                      "CPU-s/GB"))  # fmt: skip
         rows.append(("TLS per small request", best(opts.repeat, lambda: tls_small(pki)), "µs"))
+    if opts.cold:
+        (plain_hot, plain_cold), (full_hot, full_cold) = (
+            session_cold_us(full, opts.cold) for full in (False, True)
+        )
+        rows += [
+            ("session produce, plain, hot", plain_hot, "µs"),
+            ("session produce, plain, cold", plain_cold, "µs"),
+            ("session produce, full stack, hot", full_hot, "µs"),
+            ("session produce, full stack, cold", full_cold, "µs"),
+            ("full stack adds, hot", full_hot - plain_hot, "µs"),
+            ("full stack adds, cold", full_cold - plain_cold, "µs"),
+        ]
     for label, value, unit in rows:
         print(f"{label:<36} {value:8.3f} {unit}")
     if opts.profile:
