@@ -18,10 +18,10 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import orjson
 
+from .pending import Queued, entry_of
 from .sink import Drops, SinkError
 
 FILE_MODE = 0o640  # records name principals and client addresses
@@ -39,11 +39,13 @@ _FAST_OPTIONS = (
 )
 
 
-def encode_line(entry: dict[str, Any]) -> bytes:
-    """One record as a compact JSON line (``default=str`` for stray non-JSON values).
+def encode_line(item: Queued) -> bytes:
+    """One record (or ``PendingRequest``) as a compact JSON line (``default=str`` for
+    stray non-JSON values).
 
     The bytes of the reference encoder, except that NaN and ±Infinity (which no record
     holds, and which JSON has no spelling for) are written as ``null``."""
+    entry = entry_of(item)
     try:
         return orjson.dumps(entry, default=str, option=_FAST_OPTIONS)
     except orjson.JSONEncodeError:
@@ -167,10 +169,10 @@ class FileSink:
         self.file = RotatingFile(path, max_bytes, max_files)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgw-accesslog")
 
-    def _write(self, entries: list[dict[str, Any]]) -> Drops:
+    def _write(self, entries: list[Queued]) -> Drops:
         return self.file.write_lines([encode_line(entry) for entry in entries])
 
-    async def write(self, entries: list[dict[str, Any]]) -> Drops:
+    async def write(self, entries: list[Queued]) -> Drops:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, self._write, entries)
 

@@ -30,6 +30,7 @@ REQUEST_FIELDS = (
     "correlation_id", "topics", "groups", "transactional_ids", "partitions", "decision", "rule",
     "error_code", "bytes_in", "bytes_out", "records", "throttle_ms", "latency_ms", "namespace",
 )  # fmt: skip
+WHO_FIELDS = REQUEST_FIELDS[4:13]  # the connection's part of a request record (``who``)
 CONNECTION_FIELDS = (
     "v", "ts", "type", "event", "instance", "conn", "listener", "client_host", "client_port",
     "tls_version", "tls_cipher", "cert_subject", "principal", "tenant", "api_key_id",
@@ -81,18 +82,29 @@ def decision_of(enforced: bool, denied_parts: int, forwarded: bool) -> Decision:
 
 
 def _identity_fields(instance: str, conn: str, identity: ClientIdentity) -> Entry:
-    return {
-        "instance": instance,
-        "conn": conn,
-        "listener": identity.listener,
-        "client_host": identity.host or None,
-        "client_port": identity.port or None,
-        "principal": identity.principal,
+    return dict(zip(WHO_FIELDS, who(instance, conn, identity), strict=True))
+
+
+Who = tuple[str, str, str, str | None, int | None, str, str | None, str | None, str | None]
+"""The connection's part of a request record, in ``REQUEST_FIELDS`` order: instance,
+conn, listener, client_host, client_port, principal, tenant, api_key_id, sasl_mechanism."""
+
+
+def who(instance: str, conn: str, identity: ClientIdentity) -> Who:
+    """``identity`` as it is now, for the records of requests answered now (it changes
+    at TLS and SASL, and a record must say who sent the request, not who came later)."""
+    return (
+        instance,
+        conn,
+        identity.listener,
+        identity.host or None,
+        identity.port or None,
+        identity.principal,
         # Filled by authentication once it lands; absent attributes read as unknown.
-        "tenant": getattr(identity, "tenant", None),
-        "api_key_id": getattr(identity, "api_key_id", None),
-        "sasl_mechanism": getattr(identity, "sasl_mechanism", None),
-    }
+        getattr(identity, "tenant", None),
+        getattr(identity, "api_key_id", None),
+        getattr(identity, "sasl_mechanism", None),
+    )
 
 
 def request_record(
@@ -119,9 +131,47 @@ def request_record(
     """One request/response pair; ``now`` (epoch seconds) is when the response left.
     ``namespace``: the prefix of a namespaced tenant (its names are the recorded
     cluster-side names without it); ``null`` for everyone else."""
-    # One dict display in REQUEST_FIELDS order (the encoded line follows it): built on
-    # every request, it is the access log's hottest code. The identity fields repeat
-    # ``_identity_fields`` (a test holds them equal).
+    return request_entry(
+        who(instance, conn, identity),
+        time.time() if now is None else now,
+        api_key,
+        api_version,
+        correlation_id,
+        client_id,
+        resources,
+        decision,
+        rule,
+        error_code,
+        bytes_in,
+        bytes_out,
+        records,
+        throttle_ms,
+        latency_ms,
+        namespace,
+    )
+
+
+def request_entry(
+    sender: Who,
+    now: float,
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    resources: Resources,
+    decision: Decision,
+    rule: str | None,
+    error_code: int,
+    bytes_in: int,
+    bytes_out: int,
+    records: int | None,
+    throttle_ms: int,
+    latency_ms: float,
+    namespace: str | None,
+) -> Entry:
+    """``request_record`` from plain values, positionally: what the writer calls for
+    every queued request (``pending.PendingRequest``), so one dict display serves both."""
+    instance, conn, listener, host, port, principal, tenant, key_id, mechanism = sender
     return {
         "v": SCHEMA_VERSION,
         "ts": rfc3339_ms(now),
@@ -129,13 +179,13 @@ def request_record(
         "event": "request",
         "instance": instance,
         "conn": conn,
-        "listener": identity.listener,
-        "client_host": identity.host or None,
-        "client_port": identity.port or None,
-        "principal": identity.principal,
-        "tenant": getattr(identity, "tenant", None),
-        "api_key_id": getattr(identity, "api_key_id", None),
-        "sasl_mechanism": getattr(identity, "sasl_mechanism", None),
+        "listener": listener,
+        "client_host": host,
+        "client_port": port,
+        "principal": principal,
+        "tenant": tenant,
+        "api_key_id": key_id,
+        "sasl_mechanism": mechanism,
         "client_id": client_id,
         "api": api_name(api_key),
         "api_version": api_version,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .pending import Queued
 
 Drops = dict[str, int]
 """Entries a sink could not keep, by reason (e.g. ``too_large``)."""
@@ -22,8 +25,9 @@ class Sink(Protocol):
 
     name: str
 
-    async def write(self, entries: list[dict[str, Any]]) -> Drops:
-        """Write every entry (returning those dropped by reason) or raise ``SinkError``."""
+    async def write(self, entries: list[Queued]) -> Drops:
+        """Write every entry (returning those dropped by reason) or raise ``SinkError``.
+        ``pending.entry_of`` gives an entry's record (it may be one still to build)."""
         ...
 
     async def close(self) -> None: ...

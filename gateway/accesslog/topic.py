@@ -21,7 +21,6 @@ import datetime
 import io
 import itertools
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
@@ -46,6 +45,7 @@ from ..upstream.client import (
 )
 from .counting import first_error_code
 from .files import encode_line
+from .pending import Queued
 from .sink import Drops, SinkError
 
 BATCH_OVERHEAD = 61 + 64  # batch header, and a margin for the request around it
@@ -116,7 +116,7 @@ class TopicSink:
 
     # -- the Sink protocol ------------------------------------------------------------
 
-    async def write(self, entries: list[dict[str, Any]]) -> Drops:
+    async def write(self, entries: list[Queued]) -> Drops:
         loop = asyncio.get_running_loop()
         groups, too_large = await loop.run_in_executor(self._thread, self._prepare, entries)
         done = too_large  # counted first: the writer only needs the total done
@@ -134,9 +134,7 @@ class TopicSink:
 
     # -- producing ----------------------------------------------------------------------
 
-    def _prepare(
-        self, entries: list[dict[str, Any]]
-    ) -> tuple[list[tuple[list[bytes], bytes]], int]:
+    def _prepare(self, entries: list[Queued]) -> tuple[list[tuple[list[bytes], bytes]], int]:
         lines = [encode_line(entry)[:-1] for entry in entries]
         groups, too_large = split_lines(lines, self.batch_max_bytes)
         return [(group, encode_batch(group)) for group in groups], too_large

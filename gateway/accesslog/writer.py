@@ -38,10 +38,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .pending import Queued
 from .sink import Sink, SinkError
 
 log = logging.getLogger("kgw.accesslog")
-Entry = dict[str, Any]
+Entry = dict[str, Any]  # a record; what is queued may also be one still to build (Queued)
 OnFull = Literal["drop", "block"]
 BATCH_MAX = 2048
 RETRY_MAX_S = 5.0
@@ -63,7 +64,7 @@ class _Channel:
         self.sink = sink
         self.capacity = capacity
         self.resume_at = capacity // 2
-        self.queue: deque[Entry] = deque()
+        self.queue: deque[Queued] = deque()
         self.written = 0
         self.dropped: Counter[str] = Counter()
         self.wake = asyncio.Event()
@@ -100,8 +101,9 @@ class AccessLog:
 
     # -- the event loop's side ------------------------------------------------------
 
-    def record(self, entry: Entry) -> bool:
+    def record(self, entry: Queued) -> bool:
         """Queue ``entry`` (which the log now owns) for every sink. Never blocks or raises.
+        A ``PendingRequest`` is built into its record by the sinks (``pending.entry_of``).
 
         False only with ``on_full: block`` when a queue is at its size: pause reading.
         """

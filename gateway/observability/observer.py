@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 
 from ..accesslog.exchange import Exchange
-from ..accesslog.records import ConnectionEvent, Outcome, connection_record, request_record
-from ..accesslog.writer import AccessLog, Entry
+from ..accesslog.pending import PendingRequest
+from ..accesslog.records import ConnectionEvent, Outcome, connection_record, who
+from ..accesslog.writer import AccessLog
 from ..identity import ClientIdentity
+from ..protocol.apis import api_name
 from .metrics import GatewayMetrics
 
 
@@ -43,9 +45,6 @@ class ConnectionObserver:
     def active(self) -> bool:
         """Whether exchanges are worth tracking at all."""
         return self.access_log is not None or self.metrics is not None
-
-    def _record(self, entry: Entry) -> bool:
-        return True if self.access_log is None else self.access_log.record(entry)
 
     def _connection(
         self, event: ConnectionEvent, outcome: Outcome | None = None, reason: str | None = None
@@ -83,32 +82,29 @@ class ConnectionObserver:
         return self._connection("close", reason=reason)
 
     def exchange(self, exchange: Exchange, now: float | None = None) -> bool:
-        """A request whose response left (or a Produce acks=0 that was forwarded)."""
-        if not self.active:
-            return True
-        entry = request_record(
-            self.instance,
-            self.conn,
-            self.identity,
-            api_key=exchange.api_key,
-            api_version=exchange.api_version,
-            correlation_id=exchange.correlation_id,
-            client_id=exchange.client_id,
-            bytes_in=exchange.bytes_in,
-            bytes_out=exchange.bytes_out,
-            latency_ms=exchange.latency_ms,
-            decision=exchange.decision,
-            rule=exchange.rule,
-            error_code=exchange.error_code,
-            records=exchange.records,
-            throttle_ms=exchange.throttle_ms,
-            resources=exchange.resources,
-            now=time.time() if now is None else now,
-            namespace=exchange.namespace,
-        )
+        """A request whose response left (or a Produce acks=0 that was forwarded).
+
+        The access log gets it as a ``PendingRequest``: its record is built with the rest
+        of its batch (``accesslog.pending``), the sender's fields as they are now."""
+        if exchange.done is None:
+            exchange.done = time.monotonic()
         if self.metrics is not None:
-            self.metrics.observe_request(entry)
-        return self._record(entry)
+            self.metrics.observe(
+                api_name(exchange.api_key),
+                self.identity.tenant,
+                decision=exchange.decision,
+                error_code=exchange.error_code,
+                bytes_in=exchange.bytes_in,
+                bytes_out=exchange.bytes_out,
+                records=exchange.records,
+                throttle_ms=exchange.throttle_ms,
+                latency_ms=exchange.latency_ms,
+            )
+        if self.access_log is None:
+            return True
+        sender = who(self.instance, self.conn, self.identity)
+        pending = PendingRequest(sender, exchange, time.time() if now is None else now)
+        return self.access_log.record(pending)
 
     def resume_when_ready(self, resume: Callable[[], None]) -> None:
         """``block`` mode: call ``resume`` once the access log has room again."""

@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from gateway.accesslog.exchange import begin, complete
+from gateway.accesslog.pending import Queued, entry_of
 from gateway.accesslog.records import REQUEST_FIELDS, Resources
 from gateway.accesslog.writer import AccessLog
 from gateway.identity import ClientIdentity
@@ -72,8 +73,8 @@ async def test_observer_records_and_counts() -> None:
     class ListSink:
         name = "file"
 
-        async def write(self, entries: list[dict[str, Any]]) -> dict[str, int]:
-            sink_entries.extend(entries)
+        async def write(self, entries: list[Queued]) -> dict[str, int]:
+            sink_entries.extend(entry_of(entry) for entry in entries)
             return {}
 
         async def close(self) -> None:
