@@ -13,6 +13,7 @@ import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from .heap import heap_loop
 from .loops import idle_loop, refresh_loop, revalidate_loop
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ def start_background(gateway: Gateway) -> None:
     if gateway.shared_failures is not None:
         spawn("sasl-shared-failures", gateway.shared_failures.run())
     spawn("idle-sweeper", idle_loop(gateway))
+    spawn("heap", heap_loop(gateway))  # after the loops above built what they keep
     if gateway.broker_enforcement is not None:
 
         def blocked() -> frozenset[str]:
