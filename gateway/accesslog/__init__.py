@@ -6,6 +6,7 @@
 | ``records`` | building request and connection records; resources of a request | none |
 | ``exchange`` | what one request/response pair was, filled as it goes | none |
 | ``counting`` | record counts and error codes from raw frames or decoded entities | none |
+| ``pending`` | a request's record queued unbuilt (``PendingRequest``), built by the sink | none |
 | ``writer`` | ``AccessLog``: bounded queues, drop counting, backpressure, writer tasks | asyncio |
 | ``files`` | rotating JSON-lines files (the default sink), on a thread | writes files |
 | ``topic`` | producing records to a topic on the backend cluster (``BrokerClient``) | asyncio |

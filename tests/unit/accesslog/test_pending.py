@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from gateway.accesslog.exchange import Exchange, begin, complete
@@ -136,3 +138,19 @@ class _ListLog:
     def record(self, entry: object) -> bool:
         self.items.append(entry)
         return True
+
+
+def test_a_value_that_breaks_the_record_is_written_as_null_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exchange = _exchange()
+    exchange.resources = None  # type: ignore[assignment]  # a bug elsewhere, say
+    pending = PendingRequest(who("gw", "c1", _identity()), exchange, T0)
+    with caplog.at_level(logging.ERROR, logger="kgw.accesslog"):
+        entry = entry_of(pending)
+    assert list(entry) == list(REQUEST_FIELDS)
+    assert entry["topics"] is None and entry["partitions"] is None
+    assert (entry["api"], entry["records"], entry["principal"]) == ("produce", 8, "User:alice")
+    assert entry["ts"] == "2026-11-22T14:00:01.123Z" and entry["latency_ms"] == 12.5
+    assert [r.event for r in caplog.records] == ["accesslog_record_degraded"]  # type: ignore[attr-defined]
+    assert encode_line(pending).endswith(b"\n")
