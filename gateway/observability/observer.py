@@ -1,8 +1,9 @@
 """One client connection's link to the access log and the metrics.
 
 The network layer keeps one ``ConnectionObserver`` per ``ClientConnection`` and
-calls it at each connection event and for each finished exchange; it builds the
-schema-v1 record, queues it (``AccessLog.record``) and updates the metrics. Every
+calls it at each connection event and for each finished exchange; it queues the
+schema-v1 record (``AccessLog.record``; a request's unbuilt, as a ``PendingRequest`` the
+sink builds with its batch) and updates the metrics. Every
 method returns what ``AccessLog.record`` returned: False means ``on_full: block``
 wants this connection to stop reading until ``resume_when_ready`` calls back.
 With neither an access log nor metrics configured it does nothing.
