@@ -36,13 +36,12 @@ import logging
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from .pending import Queued
 from .sink import Sink, SinkError
 
 log = logging.getLogger("kgw.accesslog")
-Entry = dict[str, Any]  # a record; what is queued may also be one still to build (Queued)
 OnFull = Literal["drop", "block"]
 BATCH_MAX = 2048
 RETRY_MAX_S = 5.0

@@ -1,7 +1,7 @@
 """The gateway's Prometheus metrics, in a registry of its own.
 
-The data path calls a handful of cheap methods (``observe_request`` with the
-access-log record it built anyway, ``connection_opened``/``_closed``,
+The data path calls a handful of cheap methods (``observe_exchange`` with the
+finished exchange, ``connection_opened``/``_closed``,
 ``auth_failed``, ``upstream_error``); label children are cached so a request
 costs a dict lookup and a few increments. Access-log counters are not pushed at
 all: a collector reads ``AccessLog.stats()`` when Prometheus scrapes.
@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..accesslog.writer import SinkStats
+from ..protocol.apis import api_name
+
+if TYPE_CHECKING:
+    from ..accesslog.exchange import Exchange
 
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -191,18 +195,18 @@ class GatewayMetrics:
             children.throttle.inc(throttle_ms / 1000.0)
         children.latency.observe(latency_ms / 1000.0)
 
-    def observe_request(self, entry: Mapping[str, Any]) -> None:
-        """One request, from the access-log record built for it (``records.request_record``)."""
+    def observe_exchange(self, exchange: Exchange, tenant: str | None) -> None:
+        """One finished request of a connection whose tenant is ``tenant``."""
         self.observe(
-            str(entry["api"]),
-            entry.get("tenant"),
-            decision=entry.get("decision") or "none",
-            error_code=entry.get("error_code") or 0,
-            bytes_in=entry.get("bytes_in") or 0,
-            bytes_out=entry.get("bytes_out") or 0,
-            records=entry.get("records"),
-            throttle_ms=entry.get("throttle_ms") or 0,
-            latency_ms=entry.get("latency_ms") or 0.0,
+            api_name(exchange.api_key),
+            tenant,
+            decision=exchange.decision,
+            error_code=exchange.error_code,
+            bytes_in=exchange.bytes_in,
+            bytes_out=exchange.bytes_out,
+            records=exchange.records,
+            throttle_ms=exchange.throttle_ms,
+            latency_ms=exchange.latency_ms,
         )
 
     def connection_opened(self, listener: str) -> None:

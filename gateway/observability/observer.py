@@ -19,7 +19,6 @@ from ..accesslog.pending import PendingRequest
 from ..accesslog.records import ConnectionEvent, Outcome, connection_record, who
 from ..accesslog.writer import AccessLog
 from ..identity import ClientIdentity
-from ..protocol.apis import api_name
 from .metrics import GatewayMetrics
 
 
@@ -90,17 +89,7 @@ class ConnectionObserver:
         if exchange.done is None:
             exchange.done = time.monotonic()
         if self.metrics is not None:
-            self.metrics.observe(
-                api_name(exchange.api_key),
-                self.identity.tenant,
-                decision=exchange.decision,
-                error_code=exchange.error_code,
-                bytes_in=exchange.bytes_in,
-                bytes_out=exchange.bytes_out,
-                records=exchange.records,
-                throttle_ms=exchange.throttle_ms,
-                latency_ms=exchange.latency_ms,
-            )
+            self.metrics.observe_exchange(exchange, self.identity.tenant)
         if self.access_log is None:
             return True
         sender = who(self.instance, self.conn, self.identity)

@@ -12,11 +12,18 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.accesslog import build_access_log, request_record
+from gateway.accesslog import build_access_log
+from gateway.accesslog.exchange import Exchange
 from gateway.accesslog.records import Resources
 from gateway.accesslog.settings import AccessLogConfig
 from gateway.identity import ClientIdentity
-from gateway.observability import GatewayMetrics, MetricsConfig, ObservabilityServer, serve
+from gateway.observability import (
+    ConnectionObserver,
+    GatewayMetrics,
+    MetricsConfig,
+    ObservabilityServer,
+    serve,
+)
 
 
 class State:
@@ -93,25 +100,14 @@ async def _scraped_figures_match_the_traffic(
     writer = asyncio.create_task(access.run())
     identity = ClientIdentity("public", "127.0.0.1", 50000, "User:alice")
     sent = {"produce": (0, 25, 4096, 10), "fetch": (1, 40, 120, 7)}
+    observer = ConnectionObserver(access, metrics, "gw-test", "c1", identity)
     for _api, (key, count, size, records) in sent.items():
-        for i in range(count):
-            record = request_record(
-                "gw-test",
-                "c1",
-                identity,
-                api_key=key,
-                api_version=9,
-                correlation_id=i,
-                client_id="cli",
-                bytes_in=size,
-                bytes_out=64,
-                latency_ms=1.5,
-                decision="deny" if i % 5 == 0 else "allow",
-                records=records,
-                resources=Resources(topics=("t",), partitions=1),
-            )
-            access.record(record)
-            metrics.observe_request(record)
+        for i in range(count):  # as the gateway records a finished exchange
+            exchange = Exchange(key, 9, i, "cli", size, 0.0, records=records, bytes_out=64)
+            exchange.decision = "deny" if i % 5 == 0 else "allow"
+            exchange.resources = Resources(topics=("t",), partitions=1)
+            exchange.done = 0.0015
+            observer.exchange(exchange)
     metrics.connection_opened("public")
     await access.close()
     await writer

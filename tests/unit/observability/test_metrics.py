@@ -32,8 +32,8 @@ def entry(**changes: object) -> dict[str, object]:
 def test_requests_bytes_records_and_latency() -> None:
     metrics = GatewayMetrics()
     for _ in range(3):
-        metrics.observe_request(entry())
-    metrics.observe_request(entry(api="fetch", bytes_in=80, bytes_out=5000, latency_ms=300.0))
+        metrics.observe(**entry())
+    metrics.observe(**entry(api="fetch", bytes_in=80, bytes_out=5000, latency_ms=300.0))
     produce = {"api": "produce", "tenant": "tenant-a"}
     assert value(metrics, "kgw_requests_total", **produce) == 3
     assert value(metrics, "kgw_request_bytes_total", **produce) == 3000
@@ -48,9 +48,9 @@ def test_requests_bytes_records_and_latency() -> None:
 
 def test_denials_errors_and_throttling() -> None:
     metrics = GatewayMetrics()
-    metrics.observe_request(entry(decision="deny", error_code=29, records=None))
-    metrics.observe_request(entry(decision="partial", error_code=29))
-    metrics.observe_request(entry(decision="none", throttle_ms=1500))
+    metrics.observe(**entry(decision="deny", error_code=29, records=None))
+    metrics.observe(**entry(decision="partial", error_code=29))
+    metrics.observe(**entry(decision="none", throttle_ms=1500))
     labels = {"api": "produce", "tenant": "tenant-a"}
     assert value(metrics, "kgw_denied_requests_total", **labels) == 2
     assert value(metrics, "kgw_request_errors_total", **labels) == 2
@@ -60,7 +60,7 @@ def test_denials_errors_and_throttling() -> None:
 def test_tenants_beyond_the_limit_are_other() -> None:
     metrics = GatewayMetrics(max_tenants=2)
     for tenant in ("a", "b", "c", "d", None):
-        metrics.observe_request(entry(tenant=tenant))
+        metrics.observe(**entry(tenant=tenant))
     assert value(metrics, "kgw_requests_total", api="produce", tenant="a") == 1
     assert value(metrics, "kgw_requests_total", api="produce", tenant="b") == 1
     assert value(metrics, "kgw_requests_total", api="produce", tenant="other") == 3
@@ -68,7 +68,7 @@ def test_tenants_beyond_the_limit_are_other() -> None:
 
 def test_unknown_tenant_until_authentication_names_one() -> None:
     metrics = GatewayMetrics()
-    metrics.observe_request(entry(tenant=None))
+    metrics.observe(**entry(tenant=None))
     assert value(metrics, "kgw_requests_total", api="produce", tenant="unknown") == 1
 
 
@@ -103,6 +103,6 @@ def test_access_log_figures_are_read_at_scrape_time() -> None:
 
 def test_exposition_parses() -> None:
     metrics = GatewayMetrics()
-    metrics.observe_request(entry())
+    metrics.observe(**entry())
     names = {f.name for f in text_string_to_metric_families(metrics.exposition().decode())}
     assert {"kgw_requests", "kgw_request_latency_seconds", "kgw_open_connections"} <= names
