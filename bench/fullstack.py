@@ -13,7 +13,8 @@ from round to round:
 - ``full-scram``   TLS 1.3 + SASL SCRAM-SHA-512 (credential store made at run time) +
                    authorization (``bench.authz``'s policy: >= 10,000 lines, hundreds
                    of tenants) + quotas in Redis charged on every request, far above
-                   what the machine reaches + the access log to rotating files
+                   what the machine reaches + the access log to rotating files +
+                   ``/metrics`` (since 27 Nov 23:30 UTC, as ``deploy/`` runs it)
 - ``full-mtls``    the same with client certificates (mTLS) instead of SCRAM
 
 Phases, as in ``bench.run``: a warm-up per target (not counted), produce at full
@@ -233,6 +234,7 @@ class FullStackBench(Bench):
             },
             "quotas": {"redis_url": self.redis.url, "key_prefix": "kgw:bench:"},
             "accesslog": {"path": str(access), "max_bytes": 256 * 1024 * 1024, "max_files": 4},
+            "metrics": {"port": 0},  # /metrics counts every request, as deployed (0: a free port)
         }  # fmt: skip
         if scram:
             store = {"file": str(self.workdir / "credentials.json")}

@@ -9,8 +9,9 @@ processes:
   and with the full stack's per-request work: authorization with ``bench.authz``'s
   policy (540 tenants, ~10,260 lines), quotas charged on every request (the engine
   without Redis: local buckets), the access log (records built and encoded to a
-  file). Produce v12 with two 3 KB batches (~6 KB, what a producer sends on this
-  machine's few MB/s) and its answer; Fetch v12 answered with 2 x 1 MiB of batches.
+  file) and the per-request metrics (since 27 Nov 23:30 UTC). Produce v12 with two
+  3 KB batches (~6 KB, what a producer sends on this machine's few MB/s) and its
+  answer; Fetch v12 answered with 2 x 1 MiB of batches.
   SASL's per-request check and the event loop are not in it.
 - ``tls``: ``TlsServerProtocol`` against a real OpenSSL client over memory BIOs:
   32 KB requests arriving in 256 KiB reads; 2 MiB responses written; and per request,
@@ -69,6 +70,7 @@ from gateway.authz.store import PolicyStore
 from gateway.config import ListenerConfig
 from gateway.enforcement import Enforcer
 from gateway.identity import ClientIdentity
+from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.observer import ConnectionObserver
 from gateway.protocol.codec import encode_request, encode_response
 from gateway.protocol.framing import FrameReader
@@ -186,7 +188,7 @@ class SessionRig:
         throttle = Throttle(QuotaEngine.from_config(QuotaConfig(store_file=store_file)), identity)
         self.sink = FileSink(workdir / "access.log", 1 << 30, 2)
         self.log = AccessLog([self.sink], 100_000)
-        self.observer = ConnectionObserver(self.log, None, "bench", "c1", identity)
+        self.observer = ConnectionObserver(self.log, GatewayMetrics(), "bench", "c1", identity)
         self.session = Session(mapping, identity, enforcer, observe=True, throttle=throttle,
                                bind_fetch_sessions=True)  # fmt: skip
 

@@ -2,9 +2,13 @@
 
 The data path calls a handful of cheap methods (``observe_exchange`` with the
 finished exchange, ``connection_opened``/``_closed``,
-``auth_failed``, ``upstream_error``); label children are cached so a request
-costs a dict lookup and a few increments. Access-log counters are not pushed at
-all: a collector reads ``AccessLog.stats()`` when Prometheus scrapes.
+``auth_failed``, ``upstream_error``). Per request, the figures are plain numbers
+(``_Tally`` per api and tenant, ``_Latency`` per api) that ``RequestCollector``
+turns into counter and histogram families when Prometheus scrapes: a request costs a
+dict lookup, a few additions and a bisect, not eight ``prometheus_client`` updates
+each with its lock (decision 0059). Scrapes and updates both run on the event loop.
+Access-log counters are not pushed at all: a collector reads ``AccessLog.stats()``
+when Prometheus scrapes.
 
 Label cardinality is bounded: ``api`` is one of kio's API names, ``tenant`` is
 the record's tenant (``unknown`` before authentication names one) and the
@@ -14,12 +18,17 @@ histogram per API only; per-tenant figures are counters.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from ..accesslog.writer import SinkStats
@@ -36,18 +45,74 @@ OTHER_TENANT = "other"
 DENIED = frozenset({"deny", "partial"})
 
 
-@dataclass(slots=True)
-class _Children:
-    """The label children of one (api, tenant) pair."""
+class _Latency:
+    """One api's latency histogram: observations per bucket (not cumulative; the last
+    one is ``+Inf``) and their sum in seconds."""
 
-    requests: Any
-    errors: Any
-    denied: Any
-    bytes_in: Any
-    bytes_out: Any
-    records: Any
-    throttle: Any
-    latency: Any
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.sum = 0.0
+
+
+class _Tally:
+    """One (api, tenant) pair's request counters, and its api's latency histogram."""
+
+    __slots__ = ("bytes_in", "bytes_out", "denied", "errors", "latency", "records", "requests",
+                 "throttle_s")  # fmt: skip
+
+    def __init__(self, latency: _Latency) -> None:
+        self.requests = 0
+        self.errors = 0
+        self.denied = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.records = 0
+        self.throttle_s = 0.0
+        self.latency = latency
+
+
+# name, help, the _Tally field: the per-request counters, as scrapes show them
+REQUEST_COUNTERS = (
+    ("kgw_requests", "Requests answered", "requests"),
+    ("kgw_request_errors", "Requests answered with an error code", "errors"),
+    ("kgw_denied_requests", "Requests denied by authorization, wholly or in part", "denied"),
+    ("kgw_request_bytes", "Request bytes from clients", "bytes_in"),
+    ("kgw_response_bytes", "Response bytes to clients", "bytes_out"),
+    ("kgw_records", "Records produced (Produce) and fetched (Fetch)", "records"),
+    ("kgw_throttle_seconds", "Throttle time imposed by quotas", "throttle_s"),
+)
+LATENCY_NAME = "kgw_request_latency_seconds"
+LATENCY_HELP = "From a request's arrival to its response leaving the gateway"
+# the ``le`` labels as prometheus_client writes them (its floatToGoString: repr, for these)
+_BOUNDS = (*(repr(bound) for bound in LATENCY_BUCKETS), "+Inf")
+
+
+class RequestCollector(Collector):
+    """The per-request counters and the latency histogram, read from the tallies."""
+
+    def __init__(self, tallies: Mapping[tuple[str, str], _Tally],
+                 latencies: Mapping[str, _Latency]) -> None:  # fmt: skip
+        self.tallies = tallies
+        self.latencies = latencies
+
+    def collect(self) -> Iterable[Metric]:
+        families: list[Metric] = []
+        for name, documentation, field in REQUEST_COUNTERS:
+            family = CounterMetricFamily(name, documentation, labels=["api", "tenant"])
+            for (api, tenant), tally in self.tallies.items():
+                family.add_metric([api, tenant], getattr(tally, field))
+            families.append(family)
+        histogram = HistogramMetricFamily(LATENCY_NAME, LATENCY_HELP, labels=["api"])
+        for api, latency in self.latencies.items():
+            running, buckets = 0, []
+            for bound, count in zip(_BOUNDS, latency.counts, strict=True):
+                running += count
+                buckets.append((bound, float(running)))
+            histogram.add_metric([api], buckets, latency.sum)
+        families.append(histogram)
+        return families
 
 
 class AccessLogCollector(Collector):
@@ -83,39 +148,9 @@ class GatewayMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.max_tenants = max_tenants
         reg = self.registry
-        by_request = ["api", "tenant"]
-        self.requests = Counter("kgw_requests", "Requests answered", by_request, registry=reg)
-        self.request_errors = Counter(
-            "kgw_request_errors", "Requests answered with an error code", by_request, registry=reg
-        )
-        self.denied = Counter(
-            "kgw_denied_requests",
-            "Requests denied by authorization, wholly or in part",
-            by_request,
-            registry=reg,
-        )
-        self.bytes_in = Counter(
-            "kgw_request_bytes", "Request bytes from clients", by_request, registry=reg
-        )
-        self.bytes_out = Counter(
-            "kgw_response_bytes", "Response bytes to clients", by_request, registry=reg
-        )
-        self.records = Counter(
-            "kgw_records",
-            "Records produced (Produce) and fetched (Fetch)",
-            by_request,
-            registry=reg,
-        )
-        self.throttle = Counter(
-            "kgw_throttle_seconds", "Throttle time imposed by quotas", by_request, registry=reg
-        )
-        self.latency = Histogram(
-            "kgw_request_latency_seconds",
-            "From a request's arrival to its response leaving the gateway",
-            ["api"],
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
-        )
+        self._tallies: dict[tuple[str, str], _Tally] = {}
+        self._latencies: dict[str, _Latency] = {}
+        reg.register(RequestCollector(self._tallies, self._latencies))
         self.auth_failures = Counter(
             "kgw_authentication_failures",
             "Failed authentications (SASL, or a refused TLS client certificate)",
@@ -134,7 +169,6 @@ class GatewayMetrics:
             ["kind"],
             registry=reg,
         )
-        self._children: dict[tuple[str, str], _Children] = {}
         self._tenants: set[str] = set()
 
     def watch_access_log(self, stats: Callable[[], Mapping[str, SinkStats]]) -> None:
@@ -150,22 +184,15 @@ class GatewayMetrics:
         self._tenants.add(name)
         return name
 
-    def _for(self, api: str, tenant: str | None) -> _Children:
+    def _tally(self, api: str, tenant: str | None) -> _Tally:
         key = (api, self._tenant(tenant))
-        children = self._children.get(key)
-        if children is None:
-            labels = {"api": key[0], "tenant": key[1]}
-            children = self._children[key] = _Children(
-                self.requests.labels(**labels),
-                self.request_errors.labels(**labels),
-                self.denied.labels(**labels),
-                self.bytes_in.labels(**labels),
-                self.bytes_out.labels(**labels),
-                self.records.labels(**labels),
-                self.throttle.labels(**labels),
-                self.latency.labels(api=api),
-            )
-        return children
+        tally = self._tallies.get(key)
+        if tally is None:
+            latency = self._latencies.get(api)
+            if latency is None:
+                latency = self._latencies[api] = _Latency()
+            tally = self._tallies[key] = _Tally(latency)
+        return tally
 
     def observe(
         self,
@@ -181,19 +208,22 @@ class GatewayMetrics:
         latency_ms: float = 0.0,
     ) -> None:
         """One request/response pair."""
-        children = self._for(api, tenant)
-        children.requests.inc()
+        tally = self._tally(api, tenant)
+        tally.requests += 1
         if error_code:
-            children.errors.inc()
+            tally.errors += 1
         if decision in DENIED:
-            children.denied.inc()
-        children.bytes_in.inc(bytes_in)
-        children.bytes_out.inc(bytes_out)
+            tally.denied += 1
+        tally.bytes_in += bytes_in
+        tally.bytes_out += bytes_out
         if records:
-            children.records.inc(records)
+            tally.records += records
         if throttle_ms:
-            children.throttle.inc(throttle_ms / 1000.0)
-        children.latency.observe(latency_ms / 1000.0)
+            tally.throttle_s += throttle_ms / 1000.0
+        seconds = latency_ms / 1000.0
+        latency = tally.latency
+        latency.counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        latency.sum += seconds
 
     def observe_exchange(self, exchange: Exchange, tenant: str | None) -> None:
         """One finished request of a connection whose tenant is ``tenant``."""

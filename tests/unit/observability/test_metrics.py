@@ -106,3 +106,82 @@ def test_exposition_parses() -> None:
     metrics.observe(**entry())
     names = {f.name for f in text_string_to_metric_families(metrics.exposition().decode())}
     assert {"kgw_requests", "kgw_request_latency_seconds", "kgw_open_connections"} <= names
+
+
+def _reference(observations: list[dict[str, object]]) -> list[str]:
+    """What prometheus_client's own Counter and Histogram write for ``observations``:
+    the text the tallies must reproduce (``*_created`` samples aside)."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from gateway.observability.metrics import (
+        LATENCY_BUCKETS,
+        LATENCY_HELP,
+        LATENCY_NAME,
+        REQUEST_COUNTERS,
+    )
+
+    registry = CollectorRegistry()
+    counters = {
+        field: Counter(name, documentation, ["api", "tenant"], registry=registry)
+        for name, documentation, field in REQUEST_COUNTERS
+    }
+    latency = Histogram(LATENCY_NAME, LATENCY_HELP, ["api"], buckets=LATENCY_BUCKETS,
+                        registry=registry)  # fmt: skip
+    for o in observations:
+        labels = {"api": str(o["api"]), "tenant": str(o["tenant"])}
+        counters["requests"].labels(**labels).inc()
+        counters["errors"].labels(**labels)
+        counters["denied"].labels(**labels)
+        if o["error_code"]:
+            counters["errors"].labels(**labels).inc()
+        if o["decision"] in ("deny", "partial"):
+            counters["denied"].labels(**labels).inc()
+        counters["bytes_in"].labels(**labels).inc(o["bytes_in"])
+        counters["bytes_out"].labels(**labels).inc(o["bytes_out"])
+        counters["records"].labels(**labels).inc(o["records"] or 0)
+        throttle_ms = o["throttle_ms"]
+        counters["throttle_s"].labels(**labels).inc(throttle_ms / 1000.0)
+        latency.labels(api=labels["api"]).observe(o["latency_ms"] / 1000.0)
+    return [ln for ln in generate_latest(registry).decode().splitlines() if "_created" not in ln]
+
+
+def test_request_series_read_as_prometheus_client_writes_them() -> None:
+    # bounds hit exactly, zero, beyond the last bound; errors, denials, throttles
+    latencies = [0.0, 0.5, 1.0, 2.5, 7.0, 250.0, 1000.0, 30000.0, 45000.0, 0.3]
+    observations = [
+        entry(
+            api=api,
+            tenant=tenant,
+            latency_ms=latencies[i % len(latencies)],
+            error_code=29 if i % 3 == 0 else 0,
+            decision=("deny", "allow", "partial", "none")[i % 4],
+            records=None if i % 5 == 0 else i,
+            throttle_ms=1500 if i % 7 == 0 else 0,
+            bytes_in=i * 11,
+            bytes_out=i * 101,
+        )
+        for i, (api, tenant) in enumerate(
+            [("Produce", "tenant-a"), ("Fetch", "tenant-b"), ("Produce", "tenant-b")] * 9
+        )
+    ]
+    metrics = GatewayMetrics()
+    for o in observations:
+        metrics.observe(**o)
+    reference = _reference(observations)
+    families = {line.split()[2] for line in reference if line.startswith("# TYPE")}
+    ours = [
+        line
+        for line in metrics.exposition().decode().splitlines()
+        if line.removeprefix("# HELP ").removeprefix("# TYPE ").startswith(tuple(families))
+    ]
+    assert len(families) == 8
+    assert sorted(ours) == sorted(reference)
+
+
+def test_an_observation_on_a_bound_falls_in_that_bucket() -> None:
+    metrics = GatewayMetrics()
+    metrics.observe(**entry(latency_ms=1.0))  # 0.001 s: the "le=0.001" bucket
+    assert value(metrics, "kgw_request_latency_seconds_bucket", api="produce", le="0.0005") == 0
+    assert value(metrics, "kgw_request_latency_seconds_bucket", api="produce", le="0.001") == 1
+    assert value(metrics, "kgw_request_latency_seconds_bucket", api="produce", le="+Inf") == 1
+    assert value(metrics, "kgw_request_latency_seconds_sum", api="produce") == 0.001
