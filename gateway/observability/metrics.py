@@ -10,7 +10,9 @@ each with its lock (decision 0059). Scrapes and updates both run on the event lo
 Access-log counters are not pushed at all: a collector reads ``AccessLog.stats()``
 when Prometheus scrapes.
 
-Label cardinality is bounded: ``api`` is one of kio's API names, ``tenant`` is
+Label cardinality is bounded: ``api`` is one of kio's API names (``unknown`` for a
+key kio does not know: the client picks the key, and one series per key would let it
+add series without bound; the access log keeps the key), ``tenant`` is
 the record's tenant (``unknown`` before authentication names one) and the
 ``max_tenants``-th distinct tenant onwards is counted as ``other``. Latency is a
 histogram per API only; per-tenant figures are counters.
@@ -22,6 +24,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from kio.schema.index import api_key_map
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -32,7 +35,6 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..accesslog.writer import SinkStats
-from ..protocol.apis import api_name
 
 if TYPE_CHECKING:
     from ..accesslog.exchange import Exchange
@@ -41,6 +43,7 @@ LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
 UNKNOWN_TENANT = "unknown"
+UNKNOWN_API = "unknown"
 OTHER_TENANT = "other"
 DENIED = frozenset({"deny", "partial"})
 
@@ -228,7 +231,7 @@ class GatewayMetrics:
     def observe_exchange(self, exchange: Exchange, tenant: str | None) -> None:
         """One finished request of a connection whose tenant is ``tenant``."""
         self.observe(
-            api_name(exchange.api_key),
+            api_key_map.get(exchange.api_key, UNKNOWN_API),
             tenant,
             decision=exchange.decision,
             error_code=exchange.error_code,

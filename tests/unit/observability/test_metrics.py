@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.accesslog.writer import SinkStats
@@ -185,3 +187,23 @@ def test_an_observation_on_a_bound_falls_in_that_bucket() -> None:
     assert value(metrics, "kgw_request_latency_seconds_bucket", api="produce", le="0.001") == 1
     assert value(metrics, "kgw_request_latency_seconds_bucket", api="produce", le="+Inf") == 1
     assert value(metrics, "kgw_request_latency_seconds_sum", api="produce") == 0.001
+
+
+def test_api_keys_kio_does_not_know_share_one_label() -> None:
+    # the client picks the key: a label per key would add series without bound
+    from gateway.accesslog.exchange import begin
+
+    metrics = GatewayMetrics()
+    for key in (9_999, 10_000, 32_767, -1):
+        frame = struct.pack(">ihhih", 10, key, 0, 7, -1)
+        metrics.observe_exchange(begin(frame), "tenant-a")
+    produce = struct.pack(">ihhih", 10, 0, 9, 8, -1)
+    metrics.observe_exchange(begin(produce), "tenant-a")
+    names = {
+        sample.labels["api"]
+        for family in text_string_to_metric_families(metrics.exposition().decode())
+        if family.name == "kgw_requests"
+        for sample in family.samples
+    }
+    assert names == {"unknown", "produce"}
+    assert value(metrics, "kgw_requests_total", api="unknown", tenant="tenant-a") == 4
