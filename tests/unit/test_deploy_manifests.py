@@ -60,6 +60,9 @@ def test_fleet_manifests_fit_the_gateway_configuration() -> None:
     pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
     assert pod["terminationGracePeriodSeconds"] > pause + config.shutdown.drain_timeout_s
     assert config.metrics is not None
+    # every request is logged, to the cluster: a pod's filesystem is read-only and goes
+    assert config.accesslog is not None and config.accesslog.enabled
+    assert config.accesslog.topic is not None
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == config.metrics.port
     (listener,) = config.listeners
