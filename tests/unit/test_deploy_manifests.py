@@ -135,3 +135,21 @@ def test_haproxy_config_is_valid() -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_policy_configmap_loads_as_the_gateway_reads_it(tmp_path: Path) -> None:
+    """Applied as shipped, the pods start: the model is the project's own (the gateway
+    refuses any other) and the empty policy denies everything."""
+    from gateway.authz.engine import Authorizer
+    from gateway.authz.model import Operation, ResourceType
+    from gateway.config import AuthorizationConfig
+
+    data = _one("ConfigMap", "kgw-policies")["data"]
+    assert data["model.conf"] == (DEPLOY.parent / "policies" / "model.conf").read_text()
+    for name, text in data.items():
+        (tmp_path / name).write_text(text)
+    authorizer = Authorizer.from_config(AuthorizationConfig(policy_dir=tmp_path))
+    decision = authorizer.authorize(
+        "User:someone", "10.0.0.1", ResourceType.TOPIC, "kgw.access-log", Operation.READ
+    )
+    assert not decision.allowed
