@@ -3,12 +3,12 @@
 The data path calls a handful of cheap methods (``observe_exchange`` with the
 finished exchange, ``connection_opened``/``_closed``,
 ``auth_failed``, ``upstream_error``). Per request, the figures are plain numbers
-(``_Tally`` per api and tenant, ``_Latency`` per api) that ``RequestCollector``
-turns into counter and histogram families when Prometheus scrapes: a request costs a
-dict lookup, a few additions and a bisect, not eight ``prometheus_client`` updates
-each with its lock (decision 0059). Scrapes and updates both run on the event loop.
-Access-log counters are not pushed at all: a collector reads ``AccessLog.stats()``
-when Prometheus scrapes.
+(``_Tally`` per api and tenant, ``_Latency`` per api) that ``RequestSeries`` writes
+as counters and a histogram when Prometheus scrapes: a request costs a dict lookup, a
+few additions and a bisect, not eight ``prometheus_client`` updates each with its
+lock, and a scrape writes the text directly (decision 0059). Scrapes and updates
+both run on the event loop. Access-log counters are not pushed at all: a collector
+reads ``AccessLog.stats()`` when Prometheus scrapes.
 
 Label cardinality is bounded: ``api`` is one of kio's API names (``unknown`` for a
 key kio does not know: the client picks the key, and one series per key would let it
@@ -33,6 +33,7 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from ..accesslog.writer import SinkStats
 
@@ -88,34 +89,77 @@ REQUEST_COUNTERS = (
 )
 LATENCY_NAME = "kgw_request_latency_seconds"
 LATENCY_HELP = "From a request's arrival to its response leaving the gateway"
-# the ``le`` labels as prometheus_client writes them (its floatToGoString: repr, for these)
-_BOUNDS = (*(repr(bound) for bound in LATENCY_BUCKETS), "+Inf")
 
 
-class RequestCollector(Collector):
-    """The per-request counters and the latency histogram, read from the tallies."""
+def _number(value: float) -> str:
+    """A sample's value as prometheus_client writes it."""
+    text: str = floatToGoString(value)  # type: ignore[no-untyped-call]
+    return text
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the text format wants (backslash, newline, quote)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+_BOUNDS = (*(_number(bound) for bound in LATENCY_BUCKETS), "+Inf")  # the ``le`` labels
+
+
+class RequestSeries:
+    """The per-request counters and the latency histogram, read from the tallies: as
+    families (``collect``, for lookups) or straight as text (``render``, for scrapes:
+    with thousands of (api, tenant) pairs, prometheus_client's generic formatting of
+    each sample kept the event loop busy for more than a second)."""
 
     def __init__(self, tallies: Mapping[tuple[str, str], _Tally],
                  latencies: Mapping[str, _Latency]) -> None:  # fmt: skip
         self.tallies = tallies
         self.latencies = latencies
 
+    def _snapshot(self) -> tuple[list[tuple[tuple[str, str], _Tally]], list[tuple[str, _Latency]]]:
+        return list(self.tallies.items()), list(self.latencies.items())
+
     def collect(self) -> Iterable[Metric]:
+        tallies, latencies = self._snapshot()
         families: list[Metric] = []
         for name, documentation, field in REQUEST_COUNTERS:
             family = CounterMetricFamily(name, documentation, labels=["api", "tenant"])
-            for (api, tenant), tally in self.tallies.items():
+            for (api, tenant), tally in tallies:
                 family.add_metric([api, tenant], getattr(tally, field))
             families.append(family)
         histogram = HistogramMetricFamily(LATENCY_NAME, LATENCY_HELP, labels=["api"])
-        for api, latency in self.latencies.items():
-            running, buckets = 0, []
-            for bound, count in zip(_BOUNDS, latency.counts, strict=True):
-                running += count
-                buckets.append((bound, float(running)))
-            histogram.add_metric([api], buckets, latency.sum)
+        for api, latency in latencies:
+            histogram.add_metric([api], _cumulative(latency), latency.sum)
         families.append(histogram)
         return families
+
+    def render(self) -> str:
+        """What ``generate_latest`` writes for ``collect``'s families (tested line by
+        line), without building a sample object per value."""
+        tallies, latencies = self._snapshot()
+        out: list[str] = []
+        labels = [f'api="{_label(api)}",tenant="{_label(tenant)}"' for (api, tenant), _ in tallies]
+        for name, documentation, field in REQUEST_COUNTERS:
+            total = f"{name}_total"
+            out.append(f"# HELP {total} {documentation}\n# TYPE {total} counter\n")
+            for label, (_key, tally) in zip(labels, tallies, strict=True):
+                out.append(f"{total}{{{label}}} {_number(getattr(tally, field))}\n")
+        out.append(f"# HELP {LATENCY_NAME} {LATENCY_HELP}\n# TYPE {LATENCY_NAME} histogram\n")
+        for api, latency in latencies:
+            label = f'api="{_label(api)}"'
+            for bound, count in _cumulative(latency):
+                out.append(f'{LATENCY_NAME}_bucket{{{label},le="{bound}"}} {_number(count)}\n')
+            out.append(f"{LATENCY_NAME}_count{{{label}}} {_number(sum(latency.counts))}\n")
+            out.append(f"{LATENCY_NAME}_sum{{{label}}} {_number(latency.sum)}\n")
+        return "".join(out)
+
+
+def _cumulative(latency: _Latency) -> list[tuple[str, float]]:
+    running, buckets = 0, []
+    for bound, count in zip(_BOUNDS, latency.counts, strict=True):
+        running += count
+        buckets.append((bound, float(running)))
+    return buckets
 
 
 class AccessLogCollector(Collector):
@@ -153,7 +197,8 @@ class GatewayMetrics:
         reg = self.registry
         self._tallies: dict[tuple[str, str], _Tally] = {}
         self._latencies: dict[str, _Latency] = {}
-        reg.register(RequestCollector(self._tallies, self._latencies))
+        # not in the registry: scrapes render it as text (``exposition``)
+        self.request_series = RequestSeries(self._tallies, self._latencies)
         self.auth_failures = Counter(
             "kgw_authentication_failures",
             "Failed authentications (SASL, or a refused TLS client certificate)",
@@ -257,5 +302,17 @@ class GatewayMetrics:
         self.upstream_errors.labels(kind=kind).inc()
 
     def exposition(self) -> bytes:
-        """The registry in Prometheus' text format."""
-        return generate_latest(self.registry)
+        """Every series in Prometheus' text format."""
+        return generate_latest(self.registry) + self.request_series.render().encode()
+
+    def sample_value(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        """One sample's value, as ``CollectorRegistry.get_sample_value`` finds it (None:
+        no such sample), the per-request series included (tests, tools)."""
+        found = self.registry.get_sample_value(name, dict(labels or {}))
+        if found is not None:
+            return found
+        for family in self.request_series.collect():
+            for sample in family.samples:
+                if sample.name == name and sample.labels == dict(labels or {}):
+                    return float(sample.value)
+        return None

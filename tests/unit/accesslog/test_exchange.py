@@ -103,10 +103,10 @@ async def test_observer_records_and_counts() -> None:
     assert request["decision"] == "deny" and request["error_code"] == 29
     assert request["records"] == 3 and request["topics"] == ["t0"]
     labels = {"api": "produce", "tenant": "unknown"}
-    assert metrics.registry.get_sample_value("kgw_denied_requests_total", labels) == 1
-    assert metrics.registry.get_sample_value("kgw_open_connections", {"listener": "public"}) == 0
+    assert metrics.sample_value("kgw_denied_requests_total", labels) == 1
+    assert metrics.sample_value("kgw_open_connections", {"listener": "public"}) == 0
     assert (
-        metrics.registry.get_sample_value(
+        metrics.sample_value(
             "kgw_authentication_failures_total", {"listener": "public", "mechanism": "none"}
         )
         == 1

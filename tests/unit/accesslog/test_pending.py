@@ -112,7 +112,7 @@ def test_metrics_count_requests_with_and_without_an_access_log() -> None:
         observer = ConnectionObserver(access_log, metrics, "gw", "c1", _identity())  # type: ignore[arg-type]
         assert observer.exchange(_exchange())
         labels = {"api": "produce", "tenant": "acme"}
-        get = metrics.registry.get_sample_value
+        get = metrics.sample_value
         assert get("kgw_requests_total", labels) == 1
         assert get("kgw_denied_requests_total", labels) == 1  # "partial"
         assert get("kgw_records_total", labels) == 8
