@@ -91,7 +91,7 @@ LATENCY_NAME = "kgw_request_latency_seconds"
 LATENCY_HELP = "From a request's arrival to its response leaving the gateway"
 
 
-def _number(value: float) -> str:
+def sample_number(value: float) -> str:
     """A sample's value as prometheus_client writes it."""
     text: str = floatToGoString(value)  # type: ignore[no-untyped-call]
     return text
@@ -102,7 +102,7 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-_BOUNDS = (*(_number(bound) for bound in LATENCY_BUCKETS), "+Inf")  # the ``le`` labels
+_BOUNDS = (*(sample_number(bound) for bound in LATENCY_BUCKETS), "+Inf")  # the ``le`` labels
 
 
 class RequestSeries:
@@ -143,14 +143,16 @@ class RequestSeries:
             total = f"{name}_total"
             out.append(f"# HELP {total} {documentation}\n# TYPE {total} counter\n")
             for label, (_key, tally) in zip(labels, tallies, strict=True):
-                out.append(f"{total}{{{label}}} {_number(getattr(tally, field))}\n")
+                out.append(f"{total}{{{label}}} {sample_number(getattr(tally, field))}\n")
         out.append(f"# HELP {LATENCY_NAME} {LATENCY_HELP}\n# TYPE {LATENCY_NAME} histogram\n")
         for api, latency in latencies:
             label = f'api="{_label(api)}"'
             for bound, count in _cumulative(latency):
-                out.append(f'{LATENCY_NAME}_bucket{{{label},le="{bound}"}} {_number(count)}\n')
-            out.append(f"{LATENCY_NAME}_count{{{label}}} {_number(sum(latency.counts))}\n")
-            out.append(f"{LATENCY_NAME}_sum{{{label}}} {_number(latency.sum)}\n")
+                out.append(
+                    f'{LATENCY_NAME}_bucket{{{label},le="{bound}"}} {sample_number(count)}\n'
+                )
+            out.append(f"{LATENCY_NAME}_count{{{label}}} {sample_number(sum(latency.counts))}\n")
+            out.append(f"{LATENCY_NAME}_sum{{{label}}} {sample_number(latency.sum)}\n")
         return "".join(out)
 
 

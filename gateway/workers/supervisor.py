@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from ..config import GatewayConfig
 from ..observability.endpoint import ObservabilityServer
-from .aggregate import Families, Retired, parse, to_metrics
+from .aggregate import Families, Retired, parse, render
 from .pool import Command, Exit, RestartPolicy, Signal, Spawn, WorkerPool
 from .probe import http_get
 from .worker import Status, read_status
@@ -43,7 +43,7 @@ class _GroupCollector(Collector):
         self.supervisor = supervisor
 
     def collect(self) -> list[Metric]:
-        return self.supervisor.group_metrics()
+        return self.supervisor.own_metrics()
 
 
 class Supervisor:
@@ -235,15 +235,18 @@ class Supervisor:
                 self.latest[slot] = families
                 self.retired.seen(status.pid, families)
 
-    def group_metrics(self) -> list[Metric]:
-        families = self.retired.group(list(self.latest.values()))
+    def own_metrics(self) -> list[Metric]:
+        """The supervisor's own series (the workers' are summed in ``exposition``)."""
         workers = Metric("kgw_workers", "Worker processes, by state", "gauge")
         ready = sum(1 for slot in self.pool.slots if slot.ready)
         workers.add_sample("kgw_workers", {"state": "ready"}, ready)
         workers.add_sample("kgw_workers", {"state": "configured"}, self.pool.size)
         restarts = Metric("kgw_worker_restarts", "Workers started again after dying", "counter")
         restarts.add_sample("kgw_worker_restarts_total", {}, self.pool.restarts())
-        return [*to_metrics(families), workers, restarts]
+        return [workers, restarts]
 
     def exposition(self) -> bytes:
-        return generate_latest(self._registry)
+        """The workers' series summed (the dead ones' counters kept), then the
+        supervisor's own."""
+        summed = render(self.retired.group(list(self.latest.values())))
+        return summed.encode() + generate_latest(self._registry)

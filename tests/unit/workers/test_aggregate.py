@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import Collector
 
 from gateway.observability import GatewayMetrics
-from gateway.workers.aggregate import Retired, merge, parse, to_metrics
+from gateway.workers.aggregate import Retired, merge, parse, render
 
 
 def worker(requests: int, open_connections: int, latency_s: float) -> str:
@@ -28,23 +26,10 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-class _Fixed(Collector):
-    def __init__(self, metrics: list[Metric]) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> list[Metric]:
-        return self.metrics
-
-
-def render(families: dict) -> str:  # type: ignore[type-arg]
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fixed(to_metrics(families)))
-    return generate_latest(registry).decode()
-
-
 def test_counters_histograms_and_gauges_are_summed_over_the_workers() -> None:
     a, b = parse(worker(3, 2, 0.003)), parse(worker(5, 1, 0.2))
     text = render(merge([a, b]))
+    assert parse(text) == merge([a, b])  # written back as it was read
     got = samples(text)
     produce = (("api", "Produce"), ("tenant", "acme"))
     assert got[("kgw_requests_total", produce)] == 8
@@ -100,3 +85,32 @@ def test_gauges_of_shared_state_are_not_summed() -> None:
     assert got[("kgw_quota_redis_up", ())] == 0  # up only if up in every worker
     assert got[("kgw_quota_degraded", ())] == 1  # degraded if degraded anywhere
     assert got[("kgw_quota_buckets_shared", ())] == 7  # held per process: summed
+
+
+def test_read_as_prometheus_client_reads_it() -> None:
+    """The parser sees what prometheus_client's own parser sees in what the gateway and
+    prometheus_client write: every series, escaped labels, exponents, +Inf, untyped."""
+    metrics = GatewayMetrics()
+    for tenant in ("acme", 'we"ird\\ten ant\nx', "big"):
+        metrics.observe("produce", tenant, bytes_in=1_200_000_000, latency_ms=45_000.0)
+        metrics.observe("fetch", tenant, error_code=3, decision="deny", throttle_ms=250)
+    metrics.connection_opened("plain")
+    metrics.auth_failed("plain", "SCRAM-SHA-512")
+    registry = CollectorRegistry()
+    Gauge("kgw_quota_redis_up", "Redis reachable", registry=registry).set(1)
+    Counter("kgw_other", "labelled {braces} and = signs", ["what"], registry=registry).labels(
+        what="a} b{=c"
+    ).inc(2.5)
+    Histogram("kgw_h", "plain", buckets=(1.0, 2.0), registry=registry).observe(1.5)
+    text = metrics.exposition().decode() + generate_latest(registry).decode() + "kgw_untyped 4\n"
+    ours = {
+        (name, labels): value
+        for family in parse(text).values()
+        for (name, labels), value in family.samples.items()
+    }
+    theirs = samples(text)
+    assert {name for name, _ in theirs if name.endswith("_created")}  # there to be dropped
+    theirs = {key: value for key, value in theirs.items() if not key[0].endswith("_created")}
+    assert len(ours) == len(theirs)
+    reread = samples(render(parse(text)))
+    assert reread == theirs
