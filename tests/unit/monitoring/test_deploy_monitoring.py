@@ -23,12 +23,14 @@ BUILTIN = {"up"}  # Prometheus' own per-target series
 
 
 def gateway_names() -> set[str]:
-    """Every sample name on the gateway's /metrics: its registry plus monitoring's collector."""
+    """Every sample name on the gateway's /metrics: its registry, its per-request series
+    and monitoring's collector."""
     metrics = GatewayMetrics()
     metrics.registry.register(AccessLogCollector(dict))
     names = set(exported_names())
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-    for family in metrics.registry.collect():
+    # the per-request series are written at scrape time, outside the registry (0059)
+    for family in [*metrics.registry.collect(), *metrics.request_series.collect()]:
         names.update(family.name + s for s in suffixes.get(family.type, ("",)))
     return names
 
