@@ -14,7 +14,7 @@ from round to round:
                    authorization (``bench.authz``'s policy: >= 10,000 lines, hundreds
                    of tenants) + quotas in Redis charged on every request, far above
                    what the machine reaches + the access log to rotating files +
-                   ``/metrics`` (since 27 Nov 23:30 UTC, as ``deploy/`` runs it)
+                   ``/metrics`` (since 27 Nov 23:08 UTC, as ``deploy/`` runs it)
 - ``full-mtls``    the same with client certificates (mTLS) instead of SCRAM
 
 Phases, as in ``bench.run``: a warm-up per target (not counted), produce at full

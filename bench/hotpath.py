@@ -9,7 +9,7 @@ processes:
   and with the full stack's per-request work: authorization with ``bench.authz``'s
   policy (540 tenants, ~10,260 lines), quotas charged on every request (the engine
   without Redis: local buckets), the access log (records built and encoded to a
-  file) and the per-request metrics (since 27 Nov 23:30 UTC). Produce v12 with two
+  file) and the per-request metrics (since 27 Nov 23:08 UTC). Produce v12 with two
   3 KB batches (~6 KB, what a producer sends on this machine's few MB/s) and its
   answer; Fetch v12 answered with 2 x 1 MiB of batches.
   SASL's per-request check and the event loop are not in it.
