@@ -30,6 +30,7 @@ class DenialLog:
         self._logged: dict[str, tuple[float, int]] = {}
         self._unlogged = 0  # distinct denials past MAX_DISTINCT, since the last report
         self._reported_at = float("-inf")
+        self._sweep_at = float("-inf")  # when a full memory may next have room
 
     def log(self, reasons: list[str], identity: ClientIdentity, key: int, version: int) -> None:
         summary = "; ".join(reasons[:5]) + (
@@ -66,13 +67,20 @@ class DenialLog:
         )
 
     def _forget(self, now: float) -> bool:
-        """Drop the denials whose interval is over; True if that made room."""
+        """Drop the denials whose interval is over; True if that made room. A memory that
+        stays full is not swept again before its oldest entry's interval ends (a scan of
+        new names would otherwise sweep it on every request)."""
+        if now < self._sweep_at:
+            return False
         self._logged = {
             summary: seen
             for summary, seen in self._logged.items()
             if now - seen[0] < DENIAL_LOG_INTERVAL_S
         }
-        return len(self._logged) < MAX_DISTINCT
+        if len(self._logged) < MAX_DISTINCT:
+            return True
+        self._sweep_at = min(seen[0] for seen in self._logged.values()) + DENIAL_LOG_INTERVAL_S
+        return False
 
     def _report(self, identity: ClientIdentity, now: float) -> None:
         log.warning(

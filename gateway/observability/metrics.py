@@ -258,6 +258,28 @@ class GatewayMetrics:
         latency_ms: float = 0.0,
     ) -> None:
         """One request/response pair."""
+        self._count(api, tenant, decision, error_code, bytes_in, bytes_out, records,
+                    throttle_ms, latency_ms)  # fmt: skip
+
+    def observe_exchange(self, exchange: Exchange, tenant: str | None) -> None:
+        """One finished request of a connection whose tenant is ``tenant`` (the data
+        path's call: its values go to ``_count`` as they are, positionally)."""
+        x = exchange
+        self._count(api_key_map.get(x.api_key, UNKNOWN_API), tenant, x.decision, x.error_code,
+                    x.bytes_in, x.bytes_out, x.records, x.throttle_ms, x.latency_ms)  # fmt: skip
+
+    def _count(
+        self,
+        api: str,
+        tenant: str | None,
+        decision: str,
+        error_code: int,
+        bytes_in: int,
+        bytes_out: int,
+        records: int | None,
+        throttle_ms: int,
+        latency_ms: float,
+    ) -> None:
         tally = self._tally(api, tenant)
         tally.requests += 1
         if error_code:
@@ -274,20 +296,6 @@ class GatewayMetrics:
         latency = tally.latency
         latency.counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         latency.sum += seconds
-
-    def observe_exchange(self, exchange: Exchange, tenant: str | None) -> None:
-        """One finished request of a connection whose tenant is ``tenant``."""
-        self.observe(
-            api_key_map.get(exchange.api_key, UNKNOWN_API),
-            tenant,
-            decision=exchange.decision,
-            error_code=exchange.error_code,
-            bytes_in=exchange.bytes_in,
-            bytes_out=exchange.bytes_out,
-            records=exchange.records,
-            throttle_ms=exchange.throttle_ms,
-            latency_ms=exchange.latency_ms,
-        )
 
     def connection_opened(self, listener: str) -> None:
         self.connections.labels(listener=listener).inc()
