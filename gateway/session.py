@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from kio.static.protocol import Entity
 
 from .accesslog.counting import scan
-from .accesslog.exchange import Exchange, produce_answered, response_scanned
+from .accesslog.exchange import Exchange, produce_answered, refused_unanswered, response_scanned
+from .accesslog.exchange import abandoned as abandoned_exchange
 from .accesslog.exchange import begin_parsed as begin_exchange
 from .accesslog.exchange import complete as complete_exchange
 from .accesslog.exchange import count_produce as count_exchange
@@ -153,10 +154,15 @@ class Session:
             raise Fault("client", str(exc)) from None
         request = Request(data, key, version, correlation_id, exchange, head)
         outcome: Outcome = NEXT
-        for stage in self.stages:
-            outcome = stage(self, request)
-            if outcome is not NEXT:
-                break
+        try:
+            for stage in self.stages:
+                outcome = stage(self, request)
+                if outcome is not NEXT:
+                    break
+        except Fault:
+            if exchange is not None and key == apis.PRODUCE:  # refused, recorded unanswered
+                count_exchange(exchange, data, request.decoded if request.data is data else None)
+            raise
         if exchange is not None and key == apis.PRODUCE:
             # the frame as the client sent it (a filter may have replaced it since)
             body = request.decoded if request.data is data else None
@@ -198,10 +204,30 @@ class Session:
 
     def no_response(self, size: int, exchange: Exchange | None) -> None:
         """Produce with acks=0: charged, and its exchange ends now, with no response."""
+        throttle_ms = 0.0
         if self.throttle is not None:
-            self.mute(self.throttle.on_request(apis.PRODUCE, size))
+            throttle_ms = self.throttle.on_request(apis.PRODUCE, size)
+            self.mute(throttle_ms)
         if exchange is not None:
+            exchange.throttle_ms = int(throttle_ms)
             self.finished.append(complete_exchange(exchange, None))
+
+    def refuse_unanswered(self, exchange: Exchange | None, error_code: int) -> None:
+        """A refused request with no answer to give (Produce with acks=0: the connection
+        is closed instead): its exchange ends now with ``error_code``."""
+        if exchange is not None:
+            self.finished.append(refused_unanswered(exchange, error_code))
+
+    def abandon(self) -> list[Exchange]:
+        """The connection is closing: the exchanges finished already, then every one still
+        owed a response, ended now as abandoned (``accesslog.exchange.abandoned``). Nothing
+        is owed afterwards."""
+        for slot in self._order:
+            if slot.exchange is not None and slot.exchange.done is None:
+                self.finished.append(abandoned_exchange(slot.exchange))
+        self._order.clear()
+        self._waiting.clear()
+        return self.take_finished()
 
     def hold_step(self, pending: PendingStep, slot: Slot) -> None:
         """A SASL step for the core to run; its answer will take ``slot``'s place."""

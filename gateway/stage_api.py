@@ -54,6 +54,11 @@ class Connection(Protocol):
         """Produce with acks=0: charged, its exchange ends now."""
         ...
 
+    def refuse_unanswered(self, exchange: Exchange | None, error_code: int) -> None:
+        """A refused request with no answer to give (Produce with acks=0: the connection
+        is closed instead): its exchange ends now with ``error_code``."""
+        ...
+
     def hold_step(self, pending: PendingStep, slot: Slot) -> None:
         """A SASL step for the core to run; its answer will take ``slot``'s place."""
         ...

@@ -32,6 +32,8 @@ from ..protocol.framing import Frame
 from .counting import Summary, produce_error_code, produce_records, scan
 from .records import NO_RESOURCES, Decision, Resources
 
+NETWORK_EXCEPTION = 13  # Kafka's error for a connection closed before the response
+
 
 @dataclass(slots=True)
 class Exchange:
@@ -137,6 +139,25 @@ def response_scanned(exchange: Exchange, summary: Summary) -> None:
     exchange.response_error = summary.error_code
     if exchange.api_key == apis.FETCH:
         exchange.records = summary.records
+
+
+def abandoned(exchange: Exchange, done: float | None = None) -> Exchange:
+    """A request whose response never left: the connection closed first (the client
+    went, or the gateway closed it). Its error is NETWORK_EXCEPTION, what a client's
+    library reports then; a request forwarded already may have been carried out by the
+    broker all the same. A decision and resources found already are kept."""
+    exchange.done = time.monotonic() if done is None else done
+    exchange.bytes_out = 0
+    exchange.error_code = NETWORK_EXCEPTION
+    return exchange
+
+
+def refused_unanswered(exchange: Exchange, error_code: int) -> Exchange:
+    """A request refused that gets no answer (Produce with acks=0: the connection is
+    closed instead, as Kafka does): its record carries the error it was refused with."""
+    complete(exchange, None)
+    exchange.error_code = error_code
+    return exchange
 
 
 def complete(exchange: Exchange, frame: Frame | None, done: float | None = None) -> Exchange:

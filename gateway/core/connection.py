@@ -143,18 +143,27 @@ class Connection:
     def _close(self, reason: str, side: Side, quiet: bool = False, linger: bool = False) -> None:
         if self.state is CLOSED:
             return
+        self._record_abandoned()  # before the close record the Close command writes
         self._out.append(cmd.Close(reason, side, quiet, linger))
         self._closed()
 
     def _closed(self) -> None:
         if self.state is CLOSED:
             return
+        self._record_abandoned()
         self.state = CLOSED
         self._held.clear()
         quotas = self.services.quotas
         if quotas is not None and self._counted:
             self._counted = False
             quotas.connection_closed(self.host, self._tenant)
+
+    def _record_abandoned(self) -> None:
+        """Every request the client will get no answer to has its record all the same
+        (a forwarded one may have been carried out by the broker)."""
+        exchanges = self.session.abandon()
+        if exchanges:
+            self._out.append(cmd.Record(exchanges))
 
     def _drain(self) -> None:
         self._draining = True
@@ -255,6 +264,9 @@ class Connection:
             step, delay = judged.step, judged.delay_s
             for kind, name, seconds in judged.lockouts:
                 self._out.append(cmd.LockedOut(kind, name, seconds))
+        auth = self.session.auth
+        if auth is not None:  # a re-authentication may not change who this is
+            step = auth.screen(step, mechanism)
         if step.done:
             self._out.append(cmd.LoginOutcome(mechanism, step))
         if delay > 0:  # slow down repeated failures; the answer waits

@@ -44,6 +44,7 @@ def run_filters(session: Connection, request: Request) -> Outcome:
         request.exchange.decision = "deny"
         request.exchange.rule = f"filter:{outcome.name}"
     if outcome.reply is None:  # nothing to answer with: close, as Kafka does
+        session.refuse_unanswered(request.exchange, int(outcome.code.value))
         raise Fault("client", f"Produce with acks=0 was refused by filter {outcome.name}")
     session.answer(request, outcome.reply)
     return None

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from ..identity import ClientIdentity
 from ..protocol.apis import ApiSpec, decodable_versions
 from ..protocol.errors import build_entity
+from .base import fail
 
 if TYPE_CHECKING:
     from .base import ServerMechanism, Step
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 SASL_APIS = (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+REAUTH_CHANGED = "reauth_changed_identity"  # the failure's reason (docs/sasl.md)
+REAUTH_MESSAGE = "Authentication failed: re-authentication must keep principal and mechanism"
 
 
 def sasl_specs() -> dict[int, ApiSpec]:
@@ -108,6 +111,17 @@ class Authentication:
             return None
         return PendingStep(self._mechanism, bytes(request.auth_bytes), version, correlation_id)
 
+    def screen(self, step: Step, mechanism: str) -> Step:
+        """``step`` as this connection may take it: a re-authentication (KIP-368) that
+        succeeds as another principal, or by another mechanism, is a failure, logged and
+        counted as one with what it claimed (never as a login of either principal)."""
+        if not step.succeeded or self.principal is None:
+            return step
+        if step.principal == self.principal and mechanism == self.identity.sasl_mechanism:
+            return step
+        claimed = step.claimed or step.api_key_id or step.principal
+        return fail(REAUTH_CHANGED, claimed, REAUTH_MESSAGE)
+
     def finish(self, pending: PendingStep, step: Step, response_cls: type[Any]) -> Any:
         """The SaslAuthenticate response for ``step``; updates identity and lifetime."""
         mechanism = pending.mechanism.name
@@ -124,8 +138,9 @@ class Authentication:
         if not same:
             self.last_failure = step
             self._mechanism = None
-            message = "Authentication failed: re-authentication must keep principal and mechanism"
-            return self._response(response_cls, ErrorCode.sasl_authentication_failed, message)
+            return self._response(
+                response_cls, ErrorCode.sasl_authentication_failed, REAUTH_MESSAGE
+            )
         self.authenticated = True
         self.principal = step.principal
         self._mechanism = None
