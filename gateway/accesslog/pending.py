@@ -102,6 +102,7 @@ class PendingRequest:
             "throttle_ms": lambda: x.throttle_ms,
             "latency_ms": lambda: round(x.latency_ms, 3),
             "namespace": lambda: x.namespace,
+            "denied": lambda: list(x.resources.denied),
         }
         for field, read in parts.items():
             with contextlib.suppress(Exception):

@@ -29,6 +29,7 @@ REQUEST_FIELDS = (
     "principal", "tenant", "api_key_id", "sasl_mechanism", "client_id", "api", "api_version",
     "correlation_id", "topics", "groups", "transactional_ids", "partitions", "decision", "rule",
     "error_code", "bytes_in", "bytes_out", "records", "throttle_ms", "latency_ms", "namespace",
+    "denied",
 )  # fmt: skip
 WHO_FIELDS = REQUEST_FIELDS[4:13]  # the connection's part of a request record (``who``)
 CONNECTION_FIELDS = (
@@ -66,9 +67,15 @@ class Resources:
     groups: tuple[str, ...] = ()
     transactional_ids: tuple[str, ...] = ()
     partitions: int | None = None
+    denied: tuple[str, ...] = ()  # what authorization refused: "topic:<name>", "group:<id>"…
 
 
 NO_RESOURCES = Resources()
+
+
+def with_denied(resources: Resources, denied: list[str]) -> Resources:
+    """``resources`` with what authorization refused of them (each once, in order)."""
+    return dataclasses.replace(resources, denied=tuple(dict.fromkeys(denied)))
 
 
 def decision_of(enforced: bool, denied_parts: int, forwarded: bool) -> Decision:
@@ -203,6 +210,7 @@ def request_entry(
         "throttle_ms": throttle_ms,
         "latency_ms": round(latency_ms, 3),
         "namespace": namespace,
+        "denied": list(resources.denied),
     }
 
 

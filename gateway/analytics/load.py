@@ -27,6 +27,7 @@ TYPES: dict[str, str] = {
     "topics": "array<string>",
     "groups": "array<string>",
     "transactional_ids": "array<string>",
+    "denied": "array<string>",
     "partitions": "int",
     "error_code": "int",
     "bytes_in": "bigint",

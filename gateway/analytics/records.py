@@ -42,6 +42,7 @@ FIELDS = (
     "records",
     "throttle_ms",
     "latency_ms",
+    "denied",
     "outcome",
     "reason",
     "claimed",
@@ -166,5 +167,6 @@ def request_record(
         records=records,
         throttle_ms=throttle_ms,
         latency_ms=latency_ms,
+        denied=[f"topic:{t}" for t in topics] if denied else [],
     )
     return record

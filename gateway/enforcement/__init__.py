@@ -43,7 +43,9 @@ def advertised(key: int) -> ApiSpec | None:
 class Enforcer:
     """Binds the authorizer to one connection's identity."""
 
-    __slots__ = ("authorizer", "brokers_decide", "identity", "last_denials", "last_rule")
+    __slots__ = (
+        "authorizer", "brokers_decide", "identity", "last_denials", "last_denied", "last_rule",
+    )  # fmt: skip
     advertised = staticmethod(advertised)
 
     def __init__(
@@ -57,6 +59,7 @@ class Enforcer:
         self.identity = identity
         self.brokers_decide = brokers_decide
         self.last_denials: list[str] = []
+        self.last_denied: list[str] = []  # the last request's refused resources, "topic:<name>"
         self.last_rule: str | None = None  # the rule behind the first denial of the last request
 
     def check(self, resource_type: ResourceType, name: str, operation: Operation) -> bool:
@@ -70,6 +73,7 @@ class Enforcer:
             self.last_denials.append(
                 f"{operation.name} {resource_type.name}:{name}: {decision.rule}"
             )
+            self.last_denied.append(f"{resource_type.name.lower()}:{name}")
         return decision.allowed
 
     def reader(self) -> Callable[[Any], bool] | None:
@@ -77,6 +81,7 @@ class Enforcer:
         a name that is not a string, a topic id, is never readable here.) None: the
         brokers decide."""
         self.last_denials = []
+        self.last_denied = []
         self.last_rule = None
         if self.brokers_decide:
             return None
@@ -97,6 +102,7 @@ class Enforcer:
         """``scope``: the namespace prefix of a namespaced tenant (the ACL APIs are
         answered inside it only, ``acl_admin``)."""
         self.last_denials = []
+        self.last_denied = []
         self.last_rule = None
         if self.brokers_decide and api_key not in LOCAL_APIS:
             return PASS

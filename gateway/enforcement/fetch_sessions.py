@@ -147,7 +147,8 @@ class FetchSessions:
         readable = _readable(wanted, allowed)
         keep = [t for t in request.topics if _topic_key(t) in readable]
         refused = [t for t in request.topics if _topic_key(t) not in readable]
-        denied = sum(len(t.partitions) for t in refused)
+        # partitions refused, each once (a request may name one twice): as ``effective``
+        denied = sum(1 for key in wanted if key[0] not in readable)
         effective = tuple(wanted)
         if local or (refused and not keep):  # throttled, or nothing named may be read
             body = _respond(response_cls, 0, refused)

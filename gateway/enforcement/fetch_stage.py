@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..accesslog.records import Resources, decision_of
+from ..accesslog.records import Resources, decision_of, with_denied
 from ..protocol import apis
 from ..protocol.codec import encode_body, encode_response
 from ..protocol.framing import frame
@@ -39,7 +39,10 @@ def fetch_sessions(session: Connection, request: Request) -> Outcome:
         exchange.decision = decision_of(enforcer is not None, plan.denied, read > 0)
         topics = tuple(dict.fromkeys(str(topic) for topic, _ in plan.effective))
         exchange.resources = Resources(topics=topics, partitions=len(plan.effective))
-        exchange.rule = enforcer.last_rule if enforcer is not None else None
+        if enforcer is not None:
+            exchange.rule = enforcer.last_rule
+            if enforcer.last_denied:
+                exchange.resources = with_denied(exchange.resources, enforcer.last_denied)
     if plan.denied and enforcer is not None:
         session.log_denial(apis.FETCH, version)
     if plan.forward is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..accesslog.records import decision_of, produce_resources, resources_of
+from ..accesslog.records import decision_of, produce_resources, resources_of, with_denied
 from ..protocol import apis
 from ..protocol.codec import encode_body, encode_response
 from ..protocol.framing import frame
@@ -45,7 +45,10 @@ def authorize(session: Connection, request: Request) -> Outcome:
             enforcer is not None, verdict.denied, verdict.forward is not None
         )
         exchange.resources = produce_resources(body) if key == apis.PRODUCE else resources_of(body)
-        exchange.rule = enforcer.last_rule if enforcer is not None else None
+        if enforcer is not None:
+            exchange.rule = enforcer.last_rule
+            if enforcer.last_denied:  # what was refused, by name (a partial record's part)
+                exchange.resources = with_denied(exchange.resources, enforcer.last_denied)
     if verdict.denied and enforcer is not None:
         session.log_denial(key, version)
         if no_response:  # nothing to answer with: close, as Kafka does

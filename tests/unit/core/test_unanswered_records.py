@@ -187,3 +187,49 @@ async def test_a_reauthentication_as_the_same_principal_still_succeeds(
     (again,) = [c for c in out if isinstance(c, cmd.LoginOutcome)]
     assert again.step.succeeded and not any(isinstance(c, cmd.Close) for c in out)
     await h.close()
+
+
+@pytest.mark.asyncio
+async def test_a_partial_record_names_the_parts_refused(
+    tmp_path: Any, make_authorizer: MakeAuthorizer
+) -> None:
+    h = await build({"observe": True, "policy": POLICY}, tmp_path, make_authorizer)
+    h.handle(Opened(h.identity.host))
+    body = {
+        "acks": -1,
+        "topic_data": [
+            {"name": "a.orders", "partition_data": [{"index": 0}]},
+            {"name": "b.payroll", "partition_data": [{"index": 0}]},
+        ],
+    }
+    h.handle(RequestFrames([h.request({"api": "Produce", "version": 9, "id": 5, "body": body})]))
+    reply = {"responses": [{"name": "a.orders", "partition_responses": [{"index": 0}]}]}
+    out = h.handle(ResponseFrames([h.response({"body": reply})]))
+
+    (partial,) = records(out)
+    assert partial.decision == "partial"
+    assert partial.resources.topics == ("a.orders", "b.payroll")
+    assert partial.resources.denied == ("topic:b.payroll",)
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_record_names_the_topics_refused(
+    tmp_path: Any, make_authorizer: MakeAuthorizer
+) -> None:
+    h = await build({"observe": True, "policy": POLICY}, tmp_path, make_authorizer)
+    h.handle(Opened(h.identity.host))
+    topics = [
+        {"topic": name, "partitions": [{"partition": 0}]}
+        for name in ("a.orders", "b.payroll", "b.payroll")
+    ]
+    body = {"replica_id": -1, "max_wait": 500, "topics": topics}
+    out = h.handle(
+        RequestFrames([h.request({"api": "Fetch", "version": 12, "id": 6, "body": body})])
+    )
+    assert [c for c in out if isinstance(c, cmd.Forward)]
+    reply = {"responses": [{"topic": "a.orders", "partitions": [{"partition_index": 0}]}]}
+    out = h.handle(ResponseFrames([h.response({"body": reply})]))
+
+    (partial,) = records(out)
+    assert partial.decision == "partial"
+    assert partial.resources.denied == ("topic:b.payroll",)
