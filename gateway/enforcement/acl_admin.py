@@ -176,6 +176,11 @@ def _create(
                     result_cls(error_code=CLUSTER_DENIED, error_message=_refusal(rule, scope))
                 )
                 continue
+            if scope is not None and not rule.principal.startswith("User:"):
+                # a role is the operators' (``Role:tenant-<name>`` even makes a tenant
+                # for the brokers' ACLs, broker_acls.py): a tenant grants to users only
+                results.append(result_cls(error_code=CLUSTER_DENIED, error_message=ROLE_MESSAGE))
+                continue
             authorizer.store.add([rule], actor=actor)
         except (InvalidRuleError, PolicyError) as exc:
             results.append(result_cls(error_code=ErrorCode.invalid_request, error_message=str(exc)))
@@ -184,6 +189,9 @@ def _create(
         results.append(result_cls(error_code=ErrorCode.none, error_message=None))
     authorizer.reload_if_changed(fresh=True)
     return respond_only(rc, "results", results)
+
+
+ROLE_MESSAGE = "ACLs for roles are managed by the operators; grant to User: principals"
 
 
 def _refusal(rule: AclRule, scope: _Scope) -> str:

@@ -149,7 +149,8 @@ RESOURCE_FIELDS: dict[int, dict[str, str]] = {
     69: {"group_ids[]": "checked: GROUP DESCRIBE; answer: members' topics filtered"},
     75: {  # DescribeTopicPartitions
         "topics[].name": "checked: TOPIC DESCRIBE; answer: [] means all, filtered",
-        "cursor.topic_name": "answer: a start position; the returned cursor is checked",
+        "cursor.topic_name": "checked: TOPIC DESCRIBE (a start position); the returned "
+        "cursor is checked",
     },
 }
 

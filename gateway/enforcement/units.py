@@ -426,7 +426,14 @@ def consumer_group_describe(request: Any, check: Check, rc: type[Any]) -> Verdic
 
 def describe_topic_partitions(request: Any, check: Check, rc: type[Any]) -> Verdict:
     """Named topics by DESCRIBE; an empty list means "all": the broker's answer keeps
-    only describable topics, and a cursor naming another topic is dropped."""
+    only describable topics, and a cursor naming another topic is dropped. The
+    request's own cursor must name a describable topic, or the request is refused
+    whole: the broker fills its partition limit from the cursor on, so a cursor
+    chosen freely would tell, by how many partitions come back, which names and
+    partitions lie past it (the gateway's own cursors always pass)."""
+    cursor = request.cursor
+    if cursor is not None and not check(R.TOPIC, cursor.topic_name, Op.DESCRIBE):
+        return deny_whole(rc, TOPIC_DENIED, request)
     verdict = _topics("topics", Op.DESCRIBE, "topics")(request, check, rc)
     return guarded(verdict, partitions_guard(describable(check)))
 

@@ -312,3 +312,18 @@ def test_wiring_offers_acls_only_with_the_gateways_policy(
         data["authorization"] = {"policy_dir": str(tmp_path)}
     (built,) = namespace_filters(parse_config(data), None)
     assert isinstance(built, NamespaceFilter) and built.acls_local is authorization
+
+
+@pytest.mark.parametrize(
+    "principal", ["Role:tenant-CN=ingest", "Role:tenant-beta.team", "Role:ops"]
+)
+def test_a_tenant_grants_to_no_role(make_authorizer: MakeAuthorizer, principal: str) -> None:
+    """A role is the operators': ``Role:tenant-<name>`` would even make a tenant for the
+    brokers' ACLs and take over another tenant's principals (broker_acls.py)."""
+    session, authorizer = setup(make_authorizer)
+    before = rules(authorizer)
+    entry = {**creation("orders"), "principal": principal}
+    (result,) = call(session, 30, 3, {"creations": [entry]}).results
+    assert result.error_code == ErrorCode.cluster_authorization_failed
+    assert "roles" in (result.error_message or "")
+    assert rules(authorizer) == before
