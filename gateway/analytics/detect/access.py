@@ -2,7 +2,7 @@
 
 An address counts for a principal once it authenticated successfully or had a
 request allowed; failed logins never make an address familiar. Addresses are
-judged by their network (IPv4 /24, IPv6 first four groups), so pods that move
+judged by their network (IPv4 /24, IPv6 /64: ``rows.network``), so pods that move
 inside a known subnet are not news. Pure Python over the rows Spark rolled up.
 """
 

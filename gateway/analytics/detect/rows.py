@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,11 +88,20 @@ def robust(values: Sequence[float]) -> Stats:
     return Stats(float(median), float(mad), float(max(values)), len(values))
 
 
+@functools.lru_cache(maxsize=65536)
 def network(host: str) -> str:
-    """The /24 of an IPv4 address, the first four groups of an IPv6 one."""
-    if ":" in host:
-        return ":".join(host.split(":")[:4])
-    return host.rsplit(".", 1)[0]
+    """The /24 of an IPv4 address (``203.0.113``), the /64 of an IPv6 one
+    (``2001:db8::/64``), however it is written (compressed, or IPv4-mapped: that is
+    the IPv4 address's /24). Anything else is its own network."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is None:
+            return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
+        address = address.ipv4_mapped
+    return str(address).rsplit(".", 1)[0]
 
 
 def hour_of_day(hour: int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.analytics import kinds
 from gateway.analytics.detect.access import new_addresses
 from gateway.analytics.detect.auth import auth_bursts, episodes, throttle_storms
@@ -36,7 +38,7 @@ def test_robust_statistics() -> None:
     assert round(stats.z(20), 2) == round(8 / max(1.4826, 1.2, 1.0), 2)
     flat = robust([5, 5, 5])
     assert flat.z(6) == 1.0  # the scale is floored at 1, never zero
-    assert network("10.1.2.3") == "10.1.2" and network("fd00:1a:4:12::7") == "fd00:1a:4:12"
+    assert network("10.1.2.3") == "10.1.2" and network("fd00:1a:4:12::7") == "fd00:1a:4:12::/64"
 
 
 def test_a_nightly_job_busy_every_night_is_not_a_spike() -> None:
@@ -111,3 +113,20 @@ def test_new_network_versus_a_known_one() -> None:
         ("10.98.0.1", "medium"),
     }
     assert new_addresses([known, stranger], {}, T) == []  # no history, no judgement
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("203.0.113.5", "203.0.113"),
+        ("2001:db8::10", "2001:db8::/64"),
+        ("2001:db8:0:0:ffff::11", "2001:db8::/64"),
+        ("2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8::/64"),
+        ("2001:db8:0:1::1", "2001:db8:0:1::/64"),
+        ("::ffff:203.0.113.7", "203.0.113"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("not-an-address", "not-an-address"),
+    ],
+)
+def test_a_network_is_the_same_however_its_address_is_written(host: str, expected: str) -> None:
+    assert network(host) == expected
