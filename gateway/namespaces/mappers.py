@@ -10,6 +10,7 @@ entry naming another tenant's resource and rewrites broker error messages.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import uuid
 from collections.abc import Callable
 from functools import cache
@@ -174,6 +175,16 @@ def _metadata_response(ns: Namespace, body: Any) -> Any:
     return dataclasses.replace(body, topics=topics)
 
 
+def _topic_partitions_request(ns: Namespace, body: Any) -> Any:
+    """A listing of all topics starts at the namespace: from the cluster's first topic,
+    the brokers would count the partitions sorting before it against the limit, and
+    how many of its own came back would tell their number."""
+    if body.topics or body.cursor is not None:
+        return body
+    cursor_cls = sys.modules[type(body).__module__].Cursor  # kio: the request's module
+    return dataclasses.replace(body, cursor=cursor_cls(topic_name=ns.prefix, partition_index=0))
+
+
 def _topic_partitions_response(ns: Namespace, body: Any) -> Any:
     cursor = body.next_cursor
     if cursor is None:
@@ -194,6 +205,7 @@ _REQUEST_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
     44: _configs_request,
     LIST_TRANSACTIONS: _list_transactions_request,
     68: _heartbeat_request,
+    75: _topic_partitions_request,
 }
 _RESPONSE_SPECIAL: dict[int, Callable[[Namespace, Any], Any]] = {
     3: _metadata_response,
