@@ -47,6 +47,7 @@ class Thresholds:
     sustained_ratio: float = 2.5  # the run in total at least this times expected
     sustained_excess_hours: float = 3.0  # and an excess of this many average baseline hours
     sustained_min_requests: int = 60  # fewer requests in the run are too few to judge
+    sustained_lookback_s: int = 24 * 3_600  # a run reaching into the window may start this early
     tenant_factor_min: float = 1.5  # peers this much above usual: the tenant rose together
     tenant_peers_min: int = 2  # peers needed to judge a tenant-wide rise
     newp_foreign_min: int = 3  # topics outside its tenant a new principal tried

@@ -171,14 +171,18 @@ def destructive_admin(
     admin: Iterable[Single], population: Population, detect_from: int, t: Thresholds
 ) -> list[Finding]:
     """``admin``: the administrative requests (``Single`` of kind ``admin``), allowed or
-    not, of the whole input."""
+    not, of the whole input. History is what was *allowed* before the window: a refused
+    request proves no administrative role (and would let an attacker make one cheaply).
+    Deletions are judged per episode (requests ≤ ``admin_gap_s`` apart) and, when no
+    episode is enough, over the whole window, so spacing them out does not hide them."""
     history: set[str] = set()
     recent: dict[str, list[Single]] = defaultdict(list)
     for s in admin:
         if s.principal is None:
             continue
         if s.ts < detect_from:
-            history.add(s.principal)
+            if s.allowed:
+                history.add(s.principal)
         elif s.api in DESTRUCTIVE_APIS:
             recent[s.principal].append(s)
     found: list[Finding] = []
@@ -190,6 +194,7 @@ def destructive_admin(
             continue  # a rotated key of an administrator
         rows.sort(key=lambda s: s.ts)
         episode: list[Single] = []
+        before = len(found)
         for item in [*rows, None]:
             if item is not None and (not episode or item.ts - episode[-1].ts <= t.admin_gap_s):
                 episode.append(item)
@@ -198,6 +203,10 @@ def destructive_admin(
             if finding is not None:
                 found.append(finding)
             episode = [item] if item is not None else []
+        if len(found) == before:  # spaced out: no episode was enough, the window is
+            finding = _admin_finding(principal, rows, population, predecessor, t)
+            if finding is not None:
+                found.append(finding)
     return found
 
 

@@ -22,7 +22,7 @@ from .. import kinds
 from ..findings import Finding
 from .baseline import Period
 from .context import Thresholds
-from .rows import HOUR, hour_of_day
+from .rows import HOUR, HourRow, hour_of_day
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +36,20 @@ class Usual:
     tenant: str | None
 
 
-def usual(period: Period, detect_from: int) -> Usual:
-    first = period.base[0].hour if period.base else detect_from
+def usual(period: Period, detect_from: int, until: int | None = None) -> Usual:
+    """The principal's mean volume per hour of day over its baseline: the hours before
+    ``detect_from``, or only those before ``until`` (a sustained run's lookback is not
+    its own baseline)."""
+    until = detect_from if until is None else until
+    first = period.base[0].hour if period.base else until
     seen = [0] * 24
-    for h in range(first, detect_from, HOUR):
+    for h in range(first, until, HOUR):
         seen[hour_of_day(h)] += 1
     req = [0.0] * 24
     size = [0.0] * 24
     for r in period.base:
+        if r.hour >= until:
+            break  # sorted by hour
         req[hour_of_day(r.hour)] += r.allowed
         size[hour_of_day(r.hour)] += r.bytes
     hours = max(1, sum(seen))
@@ -148,15 +154,18 @@ class TenantFactors:
 
 
 def tenant_factors(
-    periods: Iterable[Period], usuals: Mapping[str, Usual], data_end: int
+    periods: Iterable[Period], usuals: Mapping[str, Usual], data_end: int, since: int | None = None
 ) -> TenantFactors:
+    """Each tenant-hour's ratios of its principals, over the window's hours and, from
+    ``since`` on, the hours before it that a sustained run may start in (``lookback``)."""
     ratios: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
     for period in periods:
         u = usuals[period.principal]
         if u.tenant is None or u.mean_requests <= 0:
             continue
-        counts = {r.hour: r.allowed for r in period.recent}
-        start = period.recent[0].hour
+        rows = lookback(period, since)
+        counts = {r.hour: r.allowed for r in rows}
+        start = rows[0].hour
         for hour in range(start, data_end + 1, HOUR):
             hod = hour_of_day(hour)
             if u.requests[hod] <= 0 and hour not in counts:
@@ -166,27 +175,49 @@ def tenant_factors(
     return TenantFactors(ratios)
 
 
+def lookback(period: Period, since: int | None) -> list[HourRow]:
+    """The period's window hours, with its hours from ``since`` on before the window."""
+    if since is None:
+        return period.recent
+    return [r for r in period.base if r.hour >= since] + period.recent
+
+
 def sustained_volume(
     periods: Iterable[Period],
     usuals: Mapping[str, Usual],
     factors: TenantFactors,
     data_end: int,
     t: Thresholds,
+    detect_from: int | None = None,
 ) -> list[Finding]:
+    """Runs of raised volume that reach into the window (``detect_from`` on). A run may
+    start up to ``t.sustained_lookback_s`` before it, so a short window (``kgw analyze
+    --follow`` judges the last hour) still sees a run of several hours whole; the run's
+    start, part of the finding's id, stays the same while it goes on."""
+    since = None if detect_from is None else detect_from - t.sustained_lookback_s
     found: list[Finding] = []
     for period in periods:
         u = usuals[period.principal]
         if u.mean_requests <= 0:
             continue
-        found += _runs(period, u, factors, data_end, t)
+        runs = _runs(period, u, factors, data_end, t, since)
+        if detect_from is not None:
+            runs = [f for f in runs if f.end >= detect_from]  # reaches the window
+        found += runs
     return found
 
 
 def _runs(
-    period: Period, u: Usual, factors: TenantFactors, data_end: int, t: Thresholds
+    period: Period,
+    u: Usual,
+    factors: TenantFactors,
+    data_end: int,
+    t: Thresholds,
+    since: int | None = None,
 ) -> list[Finding]:
-    rows = {r.hour: r for r in period.recent}
-    start = period.recent[0].hour
+    window = lookback(period, since)
+    rows = {r.hour: r for r in window}
+    start = window[0].hour
     hours = list(range(start, data_end + 1, HOUR))
     marks: list[Mark] = []
     for hour in hours:

@@ -114,7 +114,16 @@ def hourly_stage(
         return factors.rose(usuals[row.principal].tenant, row.hour, row.principal, t)
 
     findings = baseline.hourly_findings(periods, t, factor)
-    findings += peers.sustained_volume(periods, usuals, factors, data_end, t)
+    # A sustained run may start before the window (its lookback), judged against the time
+    # before that: the run's own hours are not its baseline. A principal with too little
+    # history before the lookback is judged on the window alone, as the spikes are.
+    since = detect_from - t.sustained_lookback_s
+    long = [p for p in periods if p.base and p.base[0].hour <= since - t.history_s]
+    short = [p for p in periods if not (p.base and p.base[0].hour <= since - t.history_s)]
+    usual_before = {p.principal: peers.usual(p, detect_from, since) for p in long}
+    factors_before = peers.tenant_factors(long, usual_before, data_end, since)
+    findings += peers.sustained_volume(long, usual_before, factors_before, data_end, t, detect_from)
+    findings += peers.sustained_volume(short, usuals, factors, data_end, t)
     findings += access.new_addresses(hosts, old_enough, t)
 
     networks: dict[str, set[str]] = {}

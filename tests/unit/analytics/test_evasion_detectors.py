@@ -309,6 +309,48 @@ def test_a_rotated_key_doing_what_the_old_one_did_raises_nothing() -> None:
     assert found(log) == []
 
 
+# -- sustained volume judged a window of one hour (kgw analyze --follow) --------------
+
+
+def _raised_world(hours: int) -> Log:
+    """Three days, then a-s1 at about 2.8 times its volume for its last ``hours``
+    (under the spike ratio every hour, so only a run can show it)."""
+    log = Log()
+    for tenant, count in TENANTS.items():
+        for i in range(count):
+            principal, host = f"User:{tenant}-s{i}", f"10.{ord(tenant)}.{i}.5"
+            if (tenant, i) == ("a", 1):
+                log.steady(principal, host, f"{tenant}.t{i}", range(72 - hours))
+                log.steady(principal, host, f"{tenant}.t{i}", range(72 - hours, 72), rate=57)
+            else:
+                log.steady(principal, host, f"{tenant}.t{i}", range(72))
+    return log
+
+
+def test_a_sustained_run_is_found_with_a_one_hour_window_once() -> None:
+    """As --follow judges: every 20 minutes, the last hour against what came before;
+    a run of 12 hours is seen whole (its lookback), and reported with one start."""
+    from gateway.analytics.records import parse_rfc3339
+
+    log = _raised_world(12)
+    log.records.sort(key=lambda r: r["ts"])
+    seen: dict[tuple[str, str, float], Finding] = {}
+    for hour in range(60, 72):
+        for minute in (10, 30, 50):
+            cut = START + hour * HOUR + minute * 60
+            part = [r for r in log.records if parse_rfc3339(r["ts"]) < cut]
+            for finding in of(detect_records(part, detect_hours=1), kinds.SUSTAINED_VOLUME):
+                seen.setdefault((finding.detector, finding.entity, finding.start), finding)
+    (run,) = seen.values()
+    assert run.entity == "User:a-s1" and run.start == START + 60 * HOUR
+
+
+def test_no_run_in_a_quiet_world_with_a_one_hour_window() -> None:
+    log = Log()
+    world(log)
+    assert of(detect_records(log.records, detect_hours=1), kinds.SUSTAINED_VOLUME) == []
+
+
 # -- destructive administration -----------------------------------------------------
 
 
@@ -340,6 +382,36 @@ def test_routine_administration_and_its_rotated_key_raise_nothing() -> None:
         for i in range(count):
             if (t, i) != ("a", 4):
                 log.steady(f"User:{t}-s{i}", f"10.{ord(t)}.{i}.5", f"{t}.t{i}", range(60, 72))
+    assert of(found(log), kinds.DESTRUCTIVE_ADMIN) == []
+
+
+def test_a_refused_admin_request_earlier_is_no_history() -> None:
+    """One cheap refused request days before must not make the principal an admin."""
+    log = Log()
+    world(log)
+    log.request(START + 2 * HOUR, "User:a-s4", "10.97.4.5", "a.t9", api="create_topics",
+                decision="deny")  # fmt: skip
+    _deletions(log, "User:a-s4", "10.97.4.5", DETECT + 3 * HOUR)
+    (admin,) = of(found(log), kinds.DESTRUCTIVE_ADMIN)
+    assert admin.entity == "User:a-s4" and admin.severity == "critical"
+
+
+def test_deletions_spaced_out_over_the_window_are_found() -> None:
+    """One deletion every 61 minutes never forms an episode; the window still shows them."""
+    log = Log()
+    world(log)
+    for i in range(6):
+        at = DETECT + HOUR + i * 61 * 60
+        log.request(at, "User:a-s4", "10.97.4.5", f"a.t{i}", api="delete_topics")
+    (admin,) = of(found(log), kinds.DESTRUCTIVE_ADMIN)
+    assert admin.entity == "User:a-s4" and admin.evidence["requests"] == 6
+
+
+def test_a_single_spaced_deletion_is_still_nothing() -> None:
+    log = Log()
+    world(log)
+    log.request(DETECT + HOUR, "User:a-s4", "10.97.4.5", "a.t1", api="delete_topics")
+    log.request(DETECT + 5 * HOUR, "User:a-s4", "10.97.4.5", "a.t1", api="delete_records")
     assert of(found(log), kinds.DESTRUCTIVE_ADMIN) == []
 
 
