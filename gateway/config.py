@@ -19,6 +19,7 @@ from .monitoring.settings import MonitoringConfig
 from .namespaces.settings import NamespacesConfig
 from .observability.settings import MetricsConfig
 from .quotas.settings import QuotaConfig
+from .redisurl import RedisUrl
 from .sasl.settings import SaslConfig
 from .tls.settings import ListenerTlsConfig, SniConfig, UpstreamTlsConfig
 from .upstream.settings import TenantIdentitiesConfig, UpstreamSaslConfig
@@ -153,7 +154,7 @@ PrincipalName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*:\S(?:.*\
 class PolicyNoticesConfig(_Strict):
     """Redis pub/sub: an instance that changes the policy tells the others at once."""
 
-    url: str = Field(pattern=r"^(redis|rediss|unix)://")
+    url: RedisUrl
     channel: str = Field(default="kgw:policy", min_length=1)
 
 

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..audit import AuditError, audit_credential_store
 from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
 from ..config import ConfigError, GatewayConfig, load_config
@@ -30,6 +32,7 @@ from ..credentials import (
     StoreError,
     open_store,
 )
+from ..redisurl import url_problem
 
 OK, REFUSED, USAGE = 0, 1, 2
 Command = Callable[[CredentialStore, argparse.Namespace], Awaitable[int]]
@@ -58,8 +61,8 @@ def store_settings(args: argparse.Namespace) -> tuple[CredentialStoreConfig, int
     if args.redis_url:
         try:
             return CredentialStoreConfig(redis_url=args.redis_url), None
-        except ValueError:
-            raise Usage("--redis-url must be a redis://, rediss:// or unix:// URL") from None
+        except ValidationError as exc:
+            raise Usage(f"--redis-url: {url_problem(exc)}") from None
     raise Usage("name the credential store: --config FILE, --store-file PATH or --redis-url URL")
 
 

@@ -24,6 +24,7 @@ from ..config import ConfigError, GatewayConfig, load_config
 from ..quotas.model import InvalidQuotaError, QuotaKind, Resolver, Subject, Target, TargetType
 from ..quotas.settings import PlanConfig, QuotaConfig
 from ..quotas.store import FileQuotaStore, QuotaStore, RedisQuotaStore, StoreError, open_store
+from ..redisurl import url_problem
 
 OK, REFUSED, USAGE = 0, 1, 2
 _TARGETS = (
@@ -82,8 +83,12 @@ def _where(args: argparse.Namespace) -> _Where:
             raise _Usage(f"{args.config} has no quotas section")
         return _Where(open_store(config.quotas), config.quotas, config)
     if args.redis_url:
-        cfg = QuotaConfig(redis_url=args.redis_url, key_prefix=args.key_prefix)
-        return _Where(RedisQuotaStore(args.redis_url, args.key_prefix), cfg)
+        try:  # validated: a password_file is read
+            cfg = QuotaConfig(redis_url=args.redis_url, key_prefix=args.key_prefix)
+        except ValidationError as exc:
+            raise _Usage(f"--redis-url: {url_problem(exc)}") from None
+        assert cfg.redis_url is not None
+        return _Where(RedisQuotaStore(cfg.redis_url, args.key_prefix), cfg)
     path = Path(args.file or "quotas.json")
     return _Where(FileQuotaStore(path), QuotaConfig(store_file=path))
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..redisurl import RedisUrl
+
 
 class CredentialStoreConfig(BaseModel):
     """Exactly one of ``file`` (a single instance) or ``redis_url`` (shared)."""
@@ -13,7 +15,7 @@ class CredentialStoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     file: Path | None = None
-    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    redis_url: RedisUrl | None = None
     redis_prefix: str = Field(default="kgw:credentials", min_length=1)
     cache_ttl_s: float = Field(default=0.0, ge=0, le=1.0)
 

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..redisurl import RedisUrl
+
 PlanName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 Rate = Annotated[float, Field(gt=0)]
 
@@ -67,7 +69,7 @@ class AddressLimitsConfig(_Strict):
 class QuotaConfig(_Strict):
     """Quotas, plans and licence limits (docs/quotas.md). Absent: no quotas at all."""
 
-    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    redis_url: RedisUrl | None = None
     key_prefix: str = Field(default="kgw:quota:", min_length=1, max_length=64)
     store_file: Path = Path("quotas.json")
     on_redis_failure: Literal["open", "closed"] = "open"

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..credentials.hashing import SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS
 from ..credentials.settings import CredentialStoreConfig
+from ..redisurl import RedisUrl
 from .kerberos_rules import RuleError, check_rules
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class FailureLimiterConfig(_Strict):
     # Count failures together with every worker and gateway instance through Redis
     # (shared_failures.py): this URL, or the quotas' redis_url when it is not set.
     shared: bool = True
-    redis_url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    redis_url: RedisUrl | None = None
 
     @model_validator(mode="after")
     def _delays(self) -> FailureLimiterConfig:

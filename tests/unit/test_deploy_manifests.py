@@ -49,8 +49,52 @@ def test_schema_check_catches_mistakes() -> None:
         kubernetes_validate.validate(unknown, K8S_VERSION, strict=True)
 
 
-def test_fleet_manifests_fit_the_gateway_configuration() -> None:
-    config = parse_config(yaml.safe_load(_one("ConfigMap", "kgw-config")["data"]["gateway.yaml"]))
+REDIS_PASSWORD_FILE = "/etc/kgw/redis/password"
+
+
+def _gateway_config(tmp_path: Path) -> Any:
+    """The ConfigMap's configuration, its Redis password file a test file."""
+    password = tmp_path / "password"
+    password.write_text("test-only\n")
+    password.chmod(0o440)
+    text = _one("ConfigMap", "kgw-config")["data"]["gateway.yaml"]
+    assert text.count(f"password_file={REDIS_PASSWORD_FILE}") == 3  # every Redis URL
+    return parse_config(yaml.safe_load(text.replace(REDIS_PASSWORD_FILE, str(password))))
+
+
+def test_redis_takes_a_password_and_only_the_gateways_pods(tmp_path: Path) -> None:
+    config = _gateway_config(tmp_path)
+    for url in (
+        config.sasl.credential_store.redis_url,
+        config.quotas.redis_url,
+        config.authorization.redis.url,
+    ):
+        assert "password=test-only" in url
+    pod = _one("Deployment", "kgw")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["redis-auth"]["mountPath"] == str(Path(REDIS_PASSWORD_FILE).parent)
+    assert volumes["redis-auth"]["secret"]["secretName"] == "kgw-redis-auth"
+    assert volumes["redis-auth"]["secret"]["defaultMode"] & 0o007 == 0  # not for others
+    redis = _one("StatefulSet", "kgw-redis")["spec"]["template"]["spec"]["containers"][0]
+    (env,) = redis["env"]
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "kgw-redis-auth", "key": "password"}
+    assert '--requirepass "$REDISCLI_AUTH"' in redis["args"][0]
+    assert 'test -n "$REDISCLI_AUTH" ||' in redis["args"][0]  # no password: no start
+    policy = _one("NetworkPolicy", "kgw-redis")["spec"]
+    assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "kgw-redis"}
+    (rule,) = policy["ingress"]
+    (source,) = rule["from"]
+    gateway_labels = _one("Deployment", "kgw")["spec"]["template"]["metadata"]["labels"]
+    assert source["podSelector"]["matchLabels"].items() <= gateway_labels.items()
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
+    assert not any(d["kind"] == "Secret" and d["metadata"]["name"] == "kgw-redis-auth"
+                   for d in _documents())  # fmt: skip  # never in the repo
+
+
+def test_fleet_manifests_fit_the_gateway_configuration(tmp_path: Path) -> None:
+    config = _gateway_config(tmp_path)
     deployment = _one("Deployment", "kgw")
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
