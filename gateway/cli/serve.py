@@ -36,6 +36,7 @@ async def serve(config: GatewayConfig, role: WorkerRole | None = None) -> int:
     """One gateway process: the only one (``role`` None) or a supervisor's worker."""
     from ..audit import AuditError
     from ..authz.store import PolicyError
+    from ..credentials import StoreError as CredentialStoreError
     from ..filters.api import FilterError
     from ..quotas import StoreError as QuotaStoreError
     from ..runtime.gateway import Gateway
@@ -48,7 +49,12 @@ async def serve(config: GatewayConfig, role: WorkerRole | None = None) -> int:
     except MaterialError as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 1
-    except (KerberosSetupError, QuotaStoreError, UpstreamCredentialError) as exc:
+    except (
+        KerberosSetupError,
+        QuotaStoreError,
+        CredentialStoreError,
+        UpstreamCredentialError,
+    ) as exc:
         log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
         return 2
     except PolicyError as exc:  # a broken policy never starts a gateway that allows all
@@ -123,17 +129,55 @@ def _run_worker(args: argparse.Namespace, config: GatewayConfig) -> int:
     return run_loop(serve(worker_config(config, args.worker_slot, workers), role))
 
 
+async def preflight(config: GatewayConfig) -> str | None:
+    """What would stop ``serve`` from starting with ``config``, found the way it would
+    find it: the gateway is built (policies, certificates, keys and CRLs, secret files,
+    the credential and quota stores, Kerberos, the audit trail, filters) but listens on
+    nothing and connects to nothing. None: it would start."""
+    from ..audit import AuditError
+    from ..authz.store import PolicyError
+    from ..credentials import StoreError as CredentialStoreError
+    from ..filters.api import FilterError
+    from ..quotas import StoreError as QuotaStoreError
+    from ..runtime.gateway import Gateway
+    from ..sasl.kerberos import KerberosSetupError
+    from ..tls.material import MaterialError
+    from ..upstream.identity import UpstreamCredentialError
+
+    try:
+        Gateway(config)
+    except (
+        MaterialError,
+        KerberosSetupError,
+        QuotaStoreError,
+        CredentialStoreError,
+        UpstreamCredentialError,
+        PolicyError,
+        AuditError,
+        FilterError,
+    ) as exc:
+        return str(exc)
+    return None
+
+
 def _cmd_check_config(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
-    from ..filters.api import FilterError
-    from ..filters.loader import build_chain
+    if args.schema_only:  # the filters are imported and built, as serve would
+        from ..filters.api import FilterError
+        from ..filters.loader import build_chain
 
-    try:  # the filters are imported and built, as serve would
-        build_chain(config.filters)
-    except FilterError as exc:
-        print(f"kgw: configuration error: {exc}", file=sys.stderr)
+        try:
+            build_chain(config.filters)
+        except FilterError as exc:
+            print(f"kgw: configuration error: {exc}", file=sys.stderr)
+            return 2
+        print(f"{args.config}: ok (schema only)")
+        return 0
+    problem = asyncio.run(preflight(config))
+    if problem is not None:
+        print(f"kgw: configuration error: {args.config}: {problem}", file=sys.stderr)
         return 2
     print(f"{args.config}: ok")
     return 0
@@ -164,6 +208,16 @@ def register(commands: Any) -> None:
     serve_p.add_argument("--worker-dir", default=None, help=argparse.SUPPRESS)
     serve_p.set_defaults(func=_cmd_serve)
 
-    check = commands.add_parser("check-config", help="validate a configuration file and exit")
+    check = commands.add_parser(
+        "check-config",
+        help="check a configuration as serve would load it (policies, certificates, "
+        "secret files, stores) and exit",
+    )
     check.add_argument("--config", required=True)
+    check.add_argument(
+        "--schema-only",
+        action="store_true",
+        help="check the file and its filters alone, not the files it names "
+        "(e.g. on a machine other than the gateway's)",
+    )
     check.set_defaults(func=_cmd_check_config)

@@ -36,6 +36,16 @@ class FileBackend:
         self._signature: _Signature | None = None
         self._data: _Data = _empty()
 
+    def check(self) -> bool:
+        """Read the file now (at start-up), so that a file the gateway cannot use stops
+        it instead of failing every login later: ``StoreError`` when it is unreadable,
+        readable by group or others, or not a credential file. False: there is no file
+        yet (an empty store)."""
+        with self._guard:
+            self._signature = None
+            self._current()
+            return self._signature is not None
+
     async def get(self, table: str, key: str) -> Record | None:
         return await asyncio.to_thread(self._read, lambda data: _copy(data[table].get(key)))
 

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..credentials import CorruptRecord, CredentialStore, StoreError, open_store
+from ..credentials.file_backend import FileBackend
 from ..credentials.hashing import SCRAM_HASHES, hash_secret, new_secret, verify_secret
 from .base import ServerMechanism
 from .limiter import FailureLimiter
@@ -66,6 +67,8 @@ class SaslServer:
     def from_config(cls, cfg: SaslConfig) -> SaslServer:
         """Opens the credential store (lazily) and the keytab (now: a bad one fails here)."""
         store = open_store(cfg.credential_store) if cfg.credential_store is not None else None
+        if store is not None:
+            check_store(store)
         kerberos = None
         if "GSSAPI" in cfg.mechanisms:
             from .kerberos import KerberosAcceptor
@@ -161,3 +164,16 @@ class SaslServer:
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self.store is not None:
             await self.store.close()
+
+
+def check_store(store: CredentialStore) -> None:
+    """A credential file is read at start-up: one the gateway cannot use stops it
+    (``StoreError``), and a missing one is said, since nobody can log in then."""
+    backend = store.backend
+    if isinstance(backend, FileBackend) and not backend.check():
+        log.warning(
+            "credential file %s does not exist: no API key or SCRAM user can log in until "
+            "kgw apikey / kgw scram create it",
+            backend.path,
+            extra={"event": "credential_file_missing", "path": str(backend.path)},
+        )

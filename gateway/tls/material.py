@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import logging
 import ssl
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from .ciphersuites import CipherSuiteError, set_tls13_ciphersuites
 from .settings import ListenerTlsConfig, TlsVersion, UpstreamTlsConfig
+
+log = logging.getLogger("kgw.tls")
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -114,6 +118,22 @@ def _password(path: Path | None) -> bytes | None:
     return _read(path, "key_password_file").rstrip(b"\r\n")
 
 
+def _warn_if_open(key_file: Path) -> None:
+    """A private key any local user may read is said (not refused: a mounted Secret or
+    a test may need group read), once per load."""
+    try:
+        mode = stat.S_IMODE(key_file.stat().st_mode)
+    except OSError:
+        return
+    if mode & 0o007:
+        log.warning(
+            "key_file %s is accessible by others (mode %04o); chmod o-rwx it",
+            key_file,
+            mode,
+            extra={"event": "tls_key_file_mode", "path": str(key_file)},
+        )
+
+
 def _load_own_pair(
     context: ssl.SSLContext, cert_file: Path, key_file: Path, password_file: Path | None
 ) -> x509.Certificate:
@@ -121,6 +141,7 @@ def _load_own_pair(
     chain = load_certificates(cert_file, "cert_file")
     _check_validity(chain[0], cert_file, "cert_file")
     _read(key_file, "key_file")  # a clear message for an unreadable key
+    _warn_if_open(key_file)
     password = _password(password_file)
     try:
         # never OpenSSL's interactive prompt: an encrypted key without a password fails

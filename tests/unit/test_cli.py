@@ -17,8 +17,60 @@ def test_check_config_reports_key_path(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_check_config_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> None:
     example = Path(__file__).parents[2] / "examples" / "gateway.yaml"
-    assert main(["check-config", "--config", str(example)]) == 0
-    assert "ok" in capsys.readouterr().out
+    assert main(["check-config", "--schema-only", "--config", str(example)]) == 0
+    assert "ok (schema only)" in capsys.readouterr().out
+    # in full, as serve would load it: the example names a deployment's files
+    assert main(["check-config", "--config", str(example)]) == 2
+    assert "ca_files /etc/kgw/tls/brokers-ca.pem: cannot read" in capsys.readouterr().err
+
+
+def _broken_policy_config(tmp_path: Path) -> Path:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "model.conf").write_text(
+        (Path(__file__).parents[2] / "policies" / "model.conf").read_text()
+    )
+    (policies / "policy.csv").write_text("p, User:x, TOPIK, LITERAL, orders, READ, *, allow\n")
+    config = tmp_path / "gw.yaml"
+    config.write_text(
+        "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
+        "listeners: [{name: l, bootstrap_port: 30001, broker_port_base: 30010,"
+        " advertised_host: localhost, max_node_id: 4}]\n"
+        f"authorization: {{policy_dir: '{policies}'}}\n"
+    )
+    return config
+
+
+def test_check_config_finds_what_would_stop_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _broken_policy_config(tmp_path)
+    assert main(["check-config", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "TOPIK" in err and "policy.csv" in err
+    (tmp_path / "policies" / "policy.csv").write_text(
+        "p, User:x, TOPIC, LITERAL, orders, READ, *, allow\n"
+    )
+    assert main(["check-config", "--config", str(config)]) == 0
+
+
+def test_check_config_refuses_a_credential_file_others_may_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    creds = tmp_path / "credentials.json"
+    creds.write_text('{"format": 1, "tables": {}}\n')
+    creds.chmod(0o644)
+    config = tmp_path / "gw.yaml"
+    config.write_text(
+        "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
+        "listeners: [{name: l, bootstrap_port: 30001, broker_port_base: 30010,"
+        " advertised_host: localhost, max_node_id: 4, authentication: sasl}]\n"
+        f"sasl: {{mechanisms: [PLAIN], credential_store: {{file: '{creds}'}}}}\n"
+    )
+    assert main(["check-config", "--config", str(config)]) == 2
+    assert "accessible by group or others" in capsys.readouterr().err
+    creds.chmod(0o600)
+    assert main(["check-config", "--config", str(config)]) == 0
 
 
 def test_serve_refuses_a_bad_config_before_starting(tmp_path: Path) -> None:
