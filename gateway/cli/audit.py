@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,11 +46,28 @@ def _trail(args: argparse.Namespace) -> AuditTrail:
     return AuditTrail(path, key=key)
 
 
+HEAD_LINE = re.compile(r"^\s*(?:seq\s+\d+\s+hash\s+)?([0-9a-f]{64})\s*$")
+
+
+def expected_head(text: str | None) -> str | None:
+    """The hash of ``--expect-head``: a bare hash, or the line ``kgw audit head``
+    prints (``seq N hash H``) pasted whole."""
+    if text is None:
+        return None
+    match = HEAD_LINE.match(text.lower())
+    if match is None:
+        raise AuditError(
+            "--expect-head takes the 64-hex-digit hash kgw audit head printed "
+            "(or its whole line, 'seq N hash H')"
+        )
+    return match.group(1)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     trail = _trail(args)
     if not trail.path.exists():
         raise AuditError(f"{trail.path}: no such audit trail")
-    report = trail.verify(args.expect_head, require_head=not args.no_head)
+    report = trail.verify(expected_head(args.expect_head), require_head=not args.no_head)
     if args.json:
         print(
             json.dumps(

@@ -264,9 +264,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_expiring(args: argparse.Namespace) -> int:
     within = datetime.timedelta(days=args.within_days)
-    found = [item for ca in _cas(args) for item in ca.expiring(within)]
+    crl_within = datetime.timedelta(days=args.crl_within_days)
+    found = [item for ca in _cas(args) for item in ca.expiring(within, crl_within)]
     if not found:
-        print(f"nothing expires within {args.within_days} days")
+        print(
+            f"nothing expires within {args.within_days} days "
+            f"(CRLs: none due for re-signing within {args.crl_within_days} days)"
+        )
         return 0
     now = utcnow()
     for what, when in sorted(found, key=lambda item: item[1]):
@@ -389,5 +393,11 @@ def register(commands: Any) -> None:
 
     p = sub.add_parser("expiring", help="warn about what expires soon (exit 1 if anything)")
     p.add_argument("ca", nargs="?")
-    p.add_argument("--within-days", type=int, default=30)
+    p.add_argument("--within-days", type=int, default=30, help="CA and certificates")
+    p.add_argument(
+        "--crl-within-days",
+        type=int,
+        default=7,
+        help="CRLs (they live --crl-days, 30 by default: re-sign them weekly)",
+    )
     p.set_defaults(func=_run(cmd_expiring))

@@ -46,10 +46,8 @@ async def serve(config: GatewayConfig, role: WorkerRole | None = None) -> int:
 
     try:
         gateway = Gateway(config, reuse_port=role is not None and config.server.workers > 1)
-    except MaterialError as exc:
-        log.error("cannot start: %s", exc, extra={"event": "start_failed", "reason": str(exc)})
-        return 1
-    except (
+    except (  # a file the configuration names: exit 2, as a bad configuration
+        MaterialError,
         KerberosSetupError,
         QuotaStoreError,
         CredentialStoreError,

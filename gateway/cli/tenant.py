@@ -247,6 +247,11 @@ async def _delete(stores: onboard.Stores, args: argparse.Namespace) -> int:
         print(f"deleted topics: {', '.join(report.topics_deleted) or '(none)'}")
         for topic, error in report.topics_failed.items():
             print(f"could not delete topic {topic}: {error}")
+    elif report.topics_unlisted is not None:
+        print(
+            f"kept data: its topics (prefix {report.tenant.prefix}) could not be listed: "
+            f"{report.topics_unlisted}; delete them with --delete-data once it is reachable"
+        )
     else:
         print(f"kept data: topics {', '.join(report.topics_kept) or '(none)'} "
               "(delete them with --delete-data)")  # fmt: skip

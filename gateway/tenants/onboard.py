@@ -84,6 +84,24 @@ class Deleted:
     topics_kept: list[str]
     topics_deleted: list[str]
     topics_failed: dict[str, str]
+    topics_unlisted: str | None = None  # why the kept topics could not be listed
+
+
+def check_transparent(config: GatewayConfig, listener: str) -> None:
+    """Transparent names need the gateways to map them: a ``namespaces`` section that
+    covers ``listener``. Without it the tenant's plain names would fall outside its
+    namespace and its bundle would promise what the gateways do not do."""
+    spaces = config.namespaces
+    if spaces is None:
+        raise TenantError(
+            "transparent names need a namespaces: section in the configuration "
+            "(docs/namespaces.md); nothing was changed"
+        )
+    if spaces.listeners and listener not in spaces.listeners:
+        raise TenantError(
+            f"namespaces.listeners leaves out listener {listener!r}: its clients would see "
+            "cluster-side names; nothing was changed"
+        )
 
 
 def topic_prefix_format(config: GatewayConfig) -> str:
@@ -172,6 +190,8 @@ async def create(
         raise TenantError(f"no plan {plan!r} (configured or in the quota store)")
     if certificate is not None and chosen.tls is None:
         raise TenantError(f"listener {chosen.name!r} has no TLS: a client certificate needs mTLS")
+    if names == "transparent":
+        check_transparent(config, chosen.name)
     _check_bundle_dir(bundle_dir)
     prefix = namespace(name, prefix_format)
     existing = await stores.tenants.all()
@@ -375,6 +395,8 @@ async def set_names(stores: Stores, name: str, names: NamespaceMode, *, actor: s
         raise TenantError(f"no tenant {name!r}")
     if tenant.namespace == names:
         return tenant
+    if names == "transparent" and stores.config.namespaces is None:
+        check_transparent(stores.config, "")
     changed = replace(tenant, namespace=names, changed_at=time.time())
     await stores.tenants.put(changed, actor=actor, action=f"tenant.names.{names}")
     return changed
@@ -414,6 +436,9 @@ async def delete(
     tenant = await stores.tenants.get(name)
     if tenant is None:
         raise TenantError(f"no tenant {name!r}")
+    topics: list[str] | None = None
+    if delete_data:  # listed before any change: a cluster out of reach changes nothing
+        topics = await tenant_topics(stores.config, tenant.prefix)
     blocked = tenant.with_state("deleted")
     await stores.tenants.put(blocked, actor=actor, action="tenant.delete")
     revoked = []
@@ -439,7 +464,12 @@ async def delete(
     stores.notify()
     stores.quotas.assign(name, None, actor)
     certs = _revoke_certificates(tenant, ca_dir, ca_password)
-    topics = await tenant_topics(stores.config, tenant.prefix)
+    unlisted = None
+    if topics is None:  # only to say what was kept: the deletion stands without it
+        try:
+            topics = await tenant_topics(stores.config, tenant.prefix)
+        except TenantError as exc:
+            topics, unlisted = [], str(exc)
     deleted: list[str] = []
     failed: dict[str, str] = {}
     if delete_data:
@@ -450,7 +480,16 @@ async def delete(
                 failed[topic] = error
     kept = [t for t in topics if t not in deleted]
     return Deleted(
-        blocked, revoked, removed_scram, len(rules), len(members), certs, kept, deleted, failed
+        blocked,
+        revoked,
+        removed_scram,
+        len(rules),
+        len(members),
+        certs,
+        kept,
+        deleted,
+        failed,
+        unlisted,
     )
 
 

@@ -437,16 +437,21 @@ class CertificateAuthority:
 
     # -- reporting ----------------------------------------------------------------
 
-    def expiring(self, within: datetime.timedelta) -> list[tuple[str, datetime.datetime]]:
-        """(what, when) for the CA, the CRL and every valid certificate ending within ``within``."""
+    def expiring(
+        self, within: datetime.timedelta, crl_within: datetime.timedelta | None = None
+    ) -> list[tuple[str, datetime.datetime]]:
+        """(what, when) for the CA and every valid certificate ending within ``within``,
+        and the CRL when its next update is within ``crl_within`` (``within`` unless
+        told: a CRL lives as long as a usual warning window, so it gets a shorter one)."""
         limit = utcnow() + within
+        crl_limit = limit if crl_within is None else utcnow() + crl_within
         found: list[tuple[str, datetime.datetime]] = []
         ca_end = self.certificate.not_valid_after_utc
         if ca_end <= limit:
             found.append((f"{self.dir.name}: CA certificate", ca_end))
         if self.crl_path.is_file():
             crl = x509.load_pem_x509_crl(self.crl_path.read_bytes())
-            if crl.next_update_utc is not None and crl.next_update_utc <= limit:
+            if crl.next_update_utc is not None and crl.next_update_utc <= crl_limit:
                 found.append(
                     (f"{self.dir.name}: CRL (re-sign: kgw certs crl)", crl.next_update_utc)
                 )

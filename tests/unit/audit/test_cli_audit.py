@@ -65,6 +65,11 @@ def test_show_filters_and_head(tmp_path: Path, capsys: pytest.CaptureFixture[str
     head = capsys.readouterr().out.split()
     assert head[:2] == ["seq", "3"]
     assert main(["audit", "verify", "--file", str(path), "--expect-head", head[3]]) == 0
+    line = " ".join(head)  # the whole line pasted, as an admin does
+    assert main(["audit", "verify", "--file", str(path), "--expect-head", line]) == 0
+    capsys.readouterr()
+    assert main(["audit", "verify", "--file", str(path), "--expect-head", "seq 3"]) == 2
+    assert "64-hex-digit hash" in capsys.readouterr().err
 
 
 def test_append_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -94,6 +94,50 @@ async def test_suspend_and_resume(config: GatewayConfig) -> None:
         await onboard.set_state(stores, "nobody", "suspended", actor="t")
 
 
+async def test_delete_without_the_cluster_deletes_and_says_what_it_could_not_list(
+    config: GatewayConfig,
+) -> None:
+    """The cluster (127.0.0.1:1 here) is only needed to say which topics are kept."""
+    stores = stores_for(config)
+    await onboard.create(stores, "acme", "bronze", actor="test", bundle_dir=None)
+    report = await onboard.delete(stores, "acme", actor="t", delete_data=False)
+    assert report.tenant.state == "deleted" and report.revoked_keys
+    assert report.topics_unlisted is not None and "cannot be reached" in report.topics_unlisted
+    assert (await stores.tenants.get("acme")).state == "deleted"  # type: ignore[union-attr]
+
+
+async def test_delete_with_data_and_no_cluster_changes_nothing(config: GatewayConfig) -> None:
+    stores = stores_for(config)
+    await onboard.create(stores, "acme", "bronze", actor="test", bundle_dir=None)
+    keys_before = await stores.credentials.list_api_keys()
+    with pytest.raises(TenantError, match="cannot be reached"):
+        await onboard.delete(stores, "acme", actor="t", delete_data=True)
+    assert (await stores.tenants.get("acme")).state == "active"  # type: ignore[union-attr]
+    assert await stores.credentials.list_api_keys() == keys_before
+
+
+async def test_transparent_names_need_the_namespaces_section(
+    config: GatewayConfig, tmp_path: Path
+) -> None:
+    stores = stores_for(config)  # the configuration has no namespaces: section
+    with pytest.raises(TenantError, match="namespaces: section"):
+        await onboard.create(
+            stores, "acme", "bronze", actor="t", bundle_dir=None, names="transparent"
+        )
+    assert await stores.tenants.get("acme") is None
+    await onboard.create(stores, "acme", "bronze", actor="t", bundle_dir=None)
+    with pytest.raises(TenantError, match="namespaces: section"):
+        await onboard.set_names(stores, "acme", "transparent", actor="t")
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    covered = load_config(write_config(elsewhere, namespaces={"listeners": ["plain"]}))
+    with pytest.raises(TenantError, match="leaves out listener 'tenants'"):
+        await onboard.create(
+            stores_for(covered), "beta", "bronze", actor="t", bundle_dir=None,
+            names="transparent",
+        )  # fmt: skip
+
+
 def test_cli_create_prints_the_secret_once_and_lists(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -91,6 +91,8 @@ def test_full_cycle_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "revoked" in lines["pay-app"] and "valid" in lines["gw"]
 
     code, text = kgw(capsys, "--dir", d, "expiring", "--within-days", "30")
+    assert code == 0 and "nothing expires" in text  # a fresh CRL (30 days) is not due
+    code, text = kgw(capsys, "--dir", d, "expiring", "--crl-within-days", "30")
     assert code == 1 and "CRL" in text  # the CRL's next update is 30 days out
     code, text = kgw(capsys, "--dir", d, "expiring", "--within-days", "3")
     assert code == 0 and "nothing expires" in text
