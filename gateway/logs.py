@@ -82,3 +82,6 @@ def configure(level: str = "INFO", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # casbin writes every rule of a policy it loads at INFO: the gateway logs its own
+    # policy_loaded line instead; casbin's warnings and errors still come through
+    logging.getLogger("casbin").setLevel(max(logging.WARNING, root.level))

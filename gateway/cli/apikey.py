@@ -93,6 +93,8 @@ def run(
         if hasattr(args, "audit_trail"):
             recorder = ChangeRecorder.for_command(args, gateway_config(args))
 
+        args.store_settings = settings  # commands that look beside it (tenant records)
+
         async def main() -> int:
             store = open_store(settings)
             if recorder is not None:
@@ -136,7 +138,41 @@ def store_args(parser: argparse.ArgumentParser) -> None:
 # -- commands ---------------------------------------------------------------------
 
 
+async def _check_tenant(args: argparse.Namespace) -> None:
+    """The key's tenant as the tenant store knows it: a deleted or suspended one is
+    refused; one it does not know (keys made without ``kgw tenant``) is said, as is a
+    principal named for another tenant."""
+    from ..tenants.store import open_tenant_store
+
+    tenants = open_tenant_store(args.store_settings)
+    try:
+        record = await tenants.get(args.tenant)
+        others = [n for n in (await tenants.all()) if n != args.tenant]
+    finally:
+        await tenants.close()
+    if record is not None and record.state != "active":
+        raise Refused(
+            f"tenant {args.tenant!r} is {record.state}: no new key for it "
+            "(kgw tenant resume, or create it again)"
+        )
+    if record is None:
+        print(
+            f"warning: no tenant {args.tenant!r} in the tenant store: the key works, but "
+            "kgw tenant suspend/delete will not reach it (kgw tenant create makes tenants)",
+            file=sys.stderr,
+        )
+    name = args.principal.split(":", 1)[-1]
+    owner = next((o for o in others if name.startswith(f"{o}.")), None)
+    if owner is not None and not name.startswith(f"{args.tenant}."):
+        print(
+            f"warning: principal {args.principal} is named for tenant {owner!r}, "
+            f"not {args.tenant!r}",
+            file=sys.stderr,
+        )
+
+
 async def _create(store: CredentialStore, args: argparse.Namespace) -> int:
+    await _check_tenant(args)
     expires_at = None
     if args.expires_days is not None:
         if args.expires_days <= 0:

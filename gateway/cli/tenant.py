@@ -103,6 +103,7 @@ def _run(args: argparse.Namespace, command: Command) -> int:
                 audit_policy_store(policies, recorder)
                 audit_quota_store(quotas, recorder)
                 stores.tenants.add_hook(recorder.append)
+                stores.record = recorder.append  # certificates issued and revoked
             try:
                 return await command(stores, args)
             finally:
@@ -167,6 +168,20 @@ async def _create(stores: onboard.Stores, args: argparse.Namespace) -> int:
         if created.bundle_dir is not None:
             print(f"bundle:    {created.bundle_dir}")
     print("kgw: the secret is shown only now; the bundle's files hold it (0600)", file=sys.stderr)
+    listener = onboard.sasl_listener(stores.config, args.listener)
+    if listener.tls is not None and args.server_ca is None and created.bundle_dir is not None:
+        print(
+            f"kgw: warning: listener {listener.name!r} uses TLS and the bundle has no CA: "
+            "its clients trust their system's CAs only (give --server-ca when the "
+            "gateway's certificate comes from a private CA)",
+            file=sys.stderr,
+        )
+    if certificate is not None and listener.tls is not None and listener.tls.client_auth == "none":
+        print(
+            f"kgw: warning: listener {listener.name!r} asks for no client certificate "
+            "(tls.client_auth: none): the one issued is not used there",
+            file=sys.stderr,
+        )
     return OK
 
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..authz.model import AclFilter, PatternFilter
 from ..authz.store import PolicyError, PolicyStore
@@ -55,6 +56,8 @@ class Stores:
     policies: PolicyStore
     quotas: QuotaStore
     notify: Callable[[], None] = lambda: None  # tell gateways the policy changed
+    # changes outside the stores (certificates): (actor, action, target, before, after)
+    record: Callable[[str, str, str, Any, Any], None] = lambda *change: None
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,12 +293,17 @@ async def _create_steps(
     client_cert: bundle.ClientCertificate | None = None
     if certificate is not None:
         client_cert, binary, cert_name = _issue_certificate(certificate, name, principal)
+        target = f"cert:{certificate.ca_dir.name}/{cert_name}"
+        issued = {"kind": "client", "principal": principal, "tenant": name, "state": "valid"}
+        stores.record(actor, "cert.issue", target, None, issued)
 
         async def revoke_cert() -> None:
             from ..tls.ca import CertificateAuthority
 
             ca = CertificateAuthority(certificate.ca_dir, certificate.ca_password)
             ca.revoke(cert_name, "cessation_of_operation")
+            revoked = {**issued, "state": "revoked", "reason": "cessation_of_operation"}
+            stores.record(actor, "cert.revoke", target, issued, revoked)
 
         steps.done("client certificate", revoke_cert)
         cert_names = (cert_name,)
@@ -464,6 +472,11 @@ async def delete(
     stores.notify()
     stores.quotas.assign(name, None, actor)
     certs = _revoke_certificates(tenant, ca_dir, ca_password)
+    for cert_name in certs:  # revoked only with a ca_dir
+        before = {"kind": "client", "tenant": name, "state": "valid"}
+        after = {**before, "state": "revoked", "reason": "cessation_of_operation"}
+        where = ca_dir.name if ca_dir is not None else "?"
+        stores.record(actor, "cert.revoke", f"cert:{where}/{cert_name}", before, after)
     unlisted = None
     if topics is None:  # only to say what was kept: the deletion stands without it
         try:

@@ -414,6 +414,11 @@ class CertificateAuthority:
     ) -> Path:
         """A PKCS#12 keystore (key, certificate, CA) that Java's KeyStore loads."""
         entry = self.find(name)
+        if not entry.active:
+            raise CaError(
+                f"{name!r} was revoked ({entry.revoked_at[:10] if entry.revoked_at else '?'}): "
+                "a keystore of it would be refused; issue a new certificate"
+            )
         if entry.key is None:
             raise CaError(f"{name!r} was issued from a CSR; its key is not here to export")
         key = serialization.load_pem_private_key(

@@ -167,3 +167,30 @@ def test_scram_iterations_default_from_config(
     store = CredentialStore(FileBackend(tmp_path / "c.json"))
     credential = asyncio.run(store.scram("SCRAM-SHA-256", "carol"))
     assert credential is not None and credential.iterations == 12000
+
+
+def test_apikey_create_checks_the_tenant(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A key for a deleted tenant is refused; one for a tenant the store does not know,
+    or named for another tenant, is made with a warning."""
+    from gateway.tenants.model import Tenant
+    from gateway.tenants.store import open_tenant_store
+
+    store = tmp_path / "creds.json"
+    tenants = open_tenant_store(CredentialStoreConfig(file=store))
+
+    async def put() -> None:
+        await tenants.put(Tenant("gone", "p", "gone.", "deleted"), actor="t", action="x")
+        await tenants.put(Tenant("initech", "p", "initech."), actor="t", action="x")
+        await tenants.close()
+
+    asyncio.run(put())
+    base = ("apikey", "create", "--store-file", str(store))
+    code, out, err = run(capsys, *base, "--tenant", "gone", "--principal", "User:gone.app")
+    assert code == 1 and "is deleted" in err and "secret" not in out
+    code, _, err = run(capsys, *base, "--tenant", "acme", "--principal", "User:initech.app")
+    assert code == 0
+    assert "no tenant 'acme'" in err and "named for tenant 'initech'" in err
+    code, _, err = run(capsys, *base, "--tenant", "initech", "--principal", "User:initech.app")
+    assert code == 0 and "no tenant" not in err and "named for" not in err

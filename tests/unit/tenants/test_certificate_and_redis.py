@@ -35,10 +35,19 @@ async def test_create_with_a_client_certificate(tmp_path: Path) -> None:
     server_ca = tmp_path / "gateway-ca.pem"
     server_ca.write_bytes((ca_dir / "ca.pem").read_bytes())
     out = tmp_path / "bundle"
+    stores = stores_for(load_config(path))
+    changes: list[tuple[str, str, str]] = []
+    stores.record = lambda actor, action, target, before, after: changes.append(
+        (actor, action, target)
+    )
     created = await onboard.create(
-        stores_for(load_config(path)), "acme", "bronze", actor="test", bundle_dir=out,
+        stores, "acme", "bronze", actor="test", bundle_dir=out,
         server_ca=server_ca, certificate=onboard.CertificateRequest(ca_dir),
     )  # fmt: skip
+    (cert_name,) = created.tenant.certificates
+    assert changes == [("test", "cert.issue", f"cert:tenant-ca/{cert_name}")]  # audited
+    await onboard.delete(stores, "acme", actor="ops", delete_data=False, ca_dir=ca_dir)
+    assert changes[-1] == ("ops", "cert.revoke", f"cert:tenant-ca/{cert_name}")
     props = (out / "client.properties").read_text()
     assert "security.protocol=SASL_SSL" in props
     password = next(

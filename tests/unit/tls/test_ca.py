@@ -77,6 +77,8 @@ def test_full_cycle_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
 
     code, _ = kgw(capsys, "--dir", d, "revoke", "acme", "pay-app", "--reason", "key_compromise")
     assert code == 0
+    code, text = kgw(capsys, "--dir", d, "export", "acme", "pay-app", "--password-file", str(pw))
+    assert code != 0 and "was revoked" in text  # no keystore of a revoked certificate
     crl = x509.load_pem_x509_crl((ca_dir / "crl.pem").read_bytes())
     revoked = crl.get_revoked_certificate_by_serial_number(leaf.serial_number)
     assert revoked is not None
