@@ -52,6 +52,10 @@ def fetch_sessions(session: Connection, request: Request) -> Outcome:
             if exchange is not None:
                 exchange.throttle_ms = int(blocked)
             session.mute(blocked)
+        if session.filters is not None:  # in the tenant's names (a namespace filter)
+            local = session.filters.local_response(
+                apis.FETCH, version, request.correlation_id, local
+            )
         session.answer(request, encode_response(apis.FETCH, version, request.correlation_id, local))
         return None
     out = request.data

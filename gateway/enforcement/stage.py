@@ -73,7 +73,10 @@ def carry_out(
     taken already (deferred work)."""
     key, version, correlation_id = request.key, request.version, request.correlation_id
     if verdict.local is not None:
-        reply = encode_response(key, version, correlation_id, verdict.local)
+        local = verdict.local
+        if session.filters is not None and key not in LOCAL_ACL_APIS:  # ACLs: scoped already
+            local = session.filters.local_response(key, version, correlation_id, local)
+        reply = encode_response(key, version, correlation_id, local)
         if slot is None:
             session.answer(request, reply)
         else:

@@ -219,6 +219,20 @@ class BoundChain:
                 body = call.body
         return body
 
+    def local_response(self, api_key: int, version: int, correlation_id: int, body: Any) -> Any:
+        """An answer the gateway made itself (a refusal by authorization, a throttled
+        Fetch) through the response hooks of the filters that ask to see those
+        (``sees_local_answers``: the namespace filter, so a transparent tenant's refusal
+        names its topics as it does). Operators' filters see broker answers only."""
+        for item, context in reversed(self._filters(api_key)):
+            if not getattr(item, "sees_local_answers", False):
+                continue
+            call = ResponseCall(api_key, version, correlation_id, context, _const(body))
+            self._run(item, "on_response", call)
+            if call.replaced:
+                body = call.body
+        return body
+
     def _filters(self, api_key: int) -> list[tuple[Filter, FilterContext]]:
         if api_key in NEVER_FILTERED:
             return []

@@ -76,6 +76,7 @@ def _consumer_request(call: RequestCall, body: Any) -> bool:
 class NamespaceFilter(BaseFilter):
     name = "namespaces"
     api_keys: frozenset[int] | None = frozenset(NAMED_APIS)
+    sees_local_answers = True  # the gateway's own refusals are in the tenant's names too
 
     def __init__(self, directory: Directory, acls_local: bool = False) -> None:
         super().__init__({})
