@@ -24,19 +24,21 @@ def test_check_config_accepts_the_example(capsys: pytest.CaptureFixture[str]) ->
     assert "ca_files /etc/kgw/tls/brokers-ca.pem: cannot read" in capsys.readouterr().err
 
 
-def _broken_policy_config(tmp_path: Path) -> Path:
+def _policy_config(tmp_path: Path, rule: str) -> Path:
+    """A one-process gateway configuration whose policy is ``rule``."""
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "model.conf").write_text(
         (Path(__file__).parents[2] / "policies" / "model.conf").read_text()
     )
-    (policies / "policy.csv").write_text("p, User:x, TOPIK, LITERAL, orders, READ, *, allow\n")
+    (policies / "policy.csv").write_text(rule + "\n")
     config = tmp_path / "gw.yaml"
     config.write_text(
         "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
         "listeners: [{name: l, bootstrap_port: 30001, broker_port_base: 30010,"
         " advertised_host: localhost, max_node_id: 4}]\n"
         f"authorization: {{policy_dir: '{policies}'}}\n"
+        "server: {workers: 1}\n"  # one process, in this one (workers: tests/unit/workers)
     )
     return config
 
@@ -44,7 +46,7 @@ def _broken_policy_config(tmp_path: Path) -> Path:
 def test_check_config_finds_what_would_stop_serve(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _broken_policy_config(tmp_path)
+    config = _policy_config(tmp_path, "p, User:x, TOPIK, LITERAL, orders, READ, *, allow")
     assert main(["check-config", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "TOPIK" in err and "policy.csv" in err
@@ -80,23 +82,8 @@ def test_serve_refuses_a_bad_config_before_starting(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_a_broken_policy(tmp_path: Path) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    (policies / "model.conf").write_text(
-        (Path(__file__).parents[2] / "policies" / "model.conf").read_text()
-    )
-    (policies / "policy.csv").write_text(
-        "p, User:alice, TOPIC, SOMETIMES, orders, READ, *, allow\n"
-    )
-    config = tmp_path / "gw.yaml"
-    config.write_text(
-        "upstream: {bootstrap_servers: ['127.0.0.1:1']}\n"
-        "listeners: [{name: l, bootstrap_port: 30001, broker_port_base: 30010,"
-        " advertised_host: localhost, max_node_id: 4}]\n"
-        f"authorization: {{policy_dir: '{policies}'}}\n"
-        "server: {workers: 1}\n"  # one process, in this one (workers: tests/unit/workers)
-    )
-    assert main(["serve", "--config", str(config)]) == 2
+    rule = "p, User:alice, TOPIC, SOMETIMES, orders, READ, *, allow"
+    assert main(["serve", "--config", str(_policy_config(tmp_path, rule))]) == 2
 
 
 def test_each_command_builds_only_its_own_group() -> None:
