@@ -148,7 +148,7 @@ class FetchSessions:
         keep = [t for t in request.topics if _topic_key(t) in readable]
         refused = [t for t in request.topics if _topic_key(t) not in readable]
         # partitions refused, each once (a request may name one twice): as ``effective``
-        denied = sum(1 for key in wanted if key[0] not in readable)
+        denied = sum(1 for key in wanted if key[0] not in readable) if refused else 0
         effective = tuple(wanted)
         if local or (refused and not keep):  # throttled, or nothing named may be read
             body = _respond(response_cls, 0, refused)
