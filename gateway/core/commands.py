@@ -64,10 +64,12 @@ class Resume:
 
 @dataclass(frozen=True, slots=True)
 class StartTimer:
-    """Report ``TimerFired(name)`` after ``seconds``; a timer of the same name is replaced."""
+    """Report ``TimerFired(name)`` after ``seconds``; a timer of the same name is replaced,
+    but with ``extend`` only by a later one (a throttle is never cut short)."""
 
     name: str
     seconds: float
+    extend: bool = False
 
 
 @dataclass(frozen=True, slots=True)

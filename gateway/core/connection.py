@@ -332,7 +332,8 @@ class Connection:
         if mute_ms > 0:  # KIP-219: stop reading the client for the throttle time
             self._throttled = True
             self._out.append(cmd.Pause(THROTTLE))
-            self._out.append(cmd.StartTimer(THROTTLE, mute_ms / 1000))
+            # a later, shorter throttle must not end a longer mute early: extend only
+            self._out.append(cmd.StartTimer(THROTTLE, mute_ms / 1000, extend=True))
         if self._inflight_paused and session.inflight < self.services.max_inflight:
             self._inflight_paused = False
             self._out.append(cmd.Resume("inflight"))

@@ -18,6 +18,7 @@ from . import client_quotas_api, licence_apis
 from .kafka_messages import CLIENT_QUOTA_APIS, DESCRIBE_CLIENT_QUOTAS
 from .licence_apis import LICENCE_APIS, Licence, Note, TopicSource
 from .model import Plan, QuotaKind, Subject
+from .settings import PlanConfig
 
 METADATA = 3  # its auto-creation is turned off for licensed tenants (_no_auto_creation)
 
@@ -55,29 +56,33 @@ class QuotaAdmin:
         if context is None:
             return verdict
         base = verdict.forward if verdict.rewritten else request
-        if key == METADATA:
-            return _no_auto_creation(verdict, base)
+        if key == METADATA:  # a mutation rate alone leaves auto-creation to the brokers
+            return _no_auto_creation(verdict, base) if _licensing(context.plan) else verdict
         return chain(verdict, licence_apis.decide(key, base, rc, context, self.topics, self.note))
 
     def licence(self) -> Licence | None:
-        """The connection's licence context; None without a tenant or a plan."""
+        """The connection's licence context: its tenant's plan when the plan limits what
+        it creates, else, when a ``mutations`` quota applies to it (set on its API key,
+        principal or tenant, docs/quotas.md), that rate alone. None: neither."""
         identity = self.identity
         tenant = identity.tenant
-        if tenant is None:
-            return None
-        plan = self.engine.plan_for(tenant)
-        if plan is None or not _licensing(plan):
-            return None
+        plan = self.engine.plan_for(tenant) if tenant is not None else None
         subject = Subject(identity.principal, identity.api_key_id, tenant, identity.host)
         engine = self.engine
+        prefix_format = engine.cfg.topic_prefix
+        if plan is None or not _licensing(plan):
+            if engine.limit(subject, QuotaKind.MUTATIONS) is None:
+                return None
+            # the mutation rate alone: no limits, no namespace to keep to (authorization's)
+            plan, prefix_format = Plan("mutations quota", PlanConfig()), ""
 
         def charge(partitions: int) -> None:
             engine.charge(subject, QuotaKind.MUTATIONS, partitions)
 
         return Licence(
-            tenant=tenant,
+            tenant=tenant or "",
             plan=plan,
-            prefix_format=engine.cfg.topic_prefix,
+            prefix_format=prefix_format,
             mutation_throttle_ms=engine.throttle_for(subject, QuotaKind.MUTATIONS),
             charge_mutations=charge,
             principal=identity.principal,

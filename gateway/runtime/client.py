@@ -189,8 +189,8 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
                 self.pause(reason)
             case cmd.Resume(reason):
                 self.resume(reason)
-            case cmd.StartTimer(name, seconds):
-                self._start_timer(name, seconds)
+            case cmd.StartTimer(name, seconds, extend):
+                self._start_timer(name, seconds, extend)
             case cmd.RunStep(pending):
                 self.gateway.spawn(f"sasl-{self.conn_id}", self._run_step(pending))
             case cmd.RunWork(work):
@@ -204,13 +204,16 @@ class ClientConnection(ReadPauses, asyncio.Protocol):
             case cmd.Close(reason, side, quiet, linger):
                 self._shut(reason, side, quiet, linger)
 
-    def _start_timer(self, name: str, seconds: float) -> None:
+    def _start_timer(self, name: str, seconds: float, extend: bool = False) -> None:
         if self.closed:
             return
+        loop = asyncio.get_running_loop()
+        previous = self._timers.get(name)
+        if previous is not None and extend and previous.when() >= loop.time() + seconds:
+            return  # it runs longer already
         previous = self._timers.pop(name, None)
         if previous is not None:
             previous.cancel()
-        loop = asyncio.get_running_loop()
         self._timers[name] = loop.call_later(seconds, self._timer_fired, name)
 
     def _timer_fired(self, name: str) -> None:
