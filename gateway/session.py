@@ -57,6 +57,7 @@ from .sasl.stage import authenticate, finish_step
 from .slots import NEXT, Fault, Outcome, PendingWork, Request, Side, Slot
 
 __all__ = ["Fault", "Session", "Side"]  # Fault and Side live in slots.py
+FETCHES = frozenset({apis.FETCH, apis.SHARE_FETCH})  # answers charged to fetch bytes
 
 if TYPE_CHECKING:
     from .enforcement import Enforcer
@@ -311,7 +312,7 @@ class Session:
                 return frame(rewrite_api_versions(payload, slot.api_version, self._advertised))
             if slot.commit is not None:
                 slot.commit(*fetch_outcome(payload, slot.api_version))
-            if self.throttle is not None and key == apis.FETCH:
+            if self.throttle is not None and key in FETCHES:  # share groups read too
                 slot.throttle_ms = max(slot.throttle_ms, self.throttle.on_fetch_response(len(data)))
             rewriting = needs_rewrite(key, slot.api_version)
             throttled = slot.throttle_ms > 0

@@ -161,7 +161,12 @@ def cmd_issue(args: argparse.Namespace) -> int:
     if args.subject:
         subject = parse_subject(args.subject)
     elif csr is not None:
-        subject = csr.subject
+        # The subject becomes the client's principal (tls.principal rules): the CA's
+        # admin says it, never the requester, who could name another tenant's.
+        raise CaError(
+            f"--csr needs --subject: the certificate's subject is its principal, so it "
+            f"is yours to set, not the request's (it asks for {csr.subject.rfc4514_string()!r})"
+        )
     else:
         subject = parse_subject(f"CN={args.name}")
     entry = ca.issue(
@@ -334,7 +339,7 @@ def register(commands: Any) -> None:
         p = sub.add_parser(kind, help=help_text)
         p.add_argument("ca")
         p.add_argument("name", help="file name under issued/, e.g. payments-app")
-        p.add_argument("--subject", help="RFC 4514 DN (default CN=<name>, or the CSR's)")
+        p.add_argument("--subject", help="RFC 4514 DN (default CN=<name>; required with --csr)")
         p.add_argument(
             "--san", action="append", help="DNS:host, IP:addr, URI:uri or EMAIL:addr (repeat)"
         )

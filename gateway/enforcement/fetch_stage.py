@@ -5,7 +5,10 @@ kept right. A follower's fetch goes on to the authorization stage."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
+
+from kio.static.primitive import i32
 
 from ..accesslog.records import Resources, decision_of, with_denied
 from ..protocol import apis
@@ -59,9 +62,21 @@ def fetch_sessions(session: Connection, request: Request) -> Outcome:
         session.answer(request, encode_response(apis.FETCH, version, request.correlation_id, local))
         return None
     out = request.data
-    if plan.forward is not body:
-        out = frame(bytes(payload[: head.body_offset]) + encode_body(plan.forward))
+    forward = plan.forward
+    if throttle is not None:  # no more than the fetch quota can pay for in one answer
+        forward = _within_quota(forward, throttle.fetch_most_bytes())
+    if forward is not body:
+        out = frame(bytes(payload[: head.body_offset]) + encode_body(forward))
     slot = Slot(apis.FETCH, version, request.correlation_id, True, exchange)
     slot.merge, slot.commit = plan.merge, plan.commit
     session.expect(slot, len(out))
     return out
+
+
+def _within_quota(fetch: Any, most: int | None) -> Any:
+    """``fetch`` with its ``max_bytes`` (v3+) no larger than ``most``."""
+    if most is None or getattr(fetch, "max_bytes", None) is None or fetch.max_bytes <= most:
+        return fetch
+    return dataclasses.replace(
+        fetch, max_bytes=i32(most), min_bytes=i32(min(int(fetch.min_bytes), most))
+    )

@@ -116,7 +116,7 @@ def _charges(key: int) -> tuple[str, ...]:
         return ()
     if key == apis.PRODUCE:
         return ("request (when forwarded)", "produce bytes")
-    if key == apis.FETCH:
+    if key in (apis.FETCH, apis.SHARE_FETCH):
         return ("request (when forwarded)", "fetch bytes (on the response)")
     return ("request (when forwarded)",)
 

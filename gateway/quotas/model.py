@@ -10,6 +10,7 @@ bytes still falls under its tenant's fetch quota.
 from __future__ import annotations
 
 import enum
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -63,12 +64,29 @@ class InvalidQuotaError(ValueError):
     """A quota setting that cannot be stored; the message says why."""
 
 
+def canonical_address(text: str) -> str:
+    """An IP address as the gateway sees a peer's: compressed and lower case, an
+    IPv4-mapped IPv6 address as its IPv4 address. Text that is no address stays as it is
+    (``check_values`` refuses it in a setting)."""
+    try:
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        return text
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """What a quota value is attached to: ``tenant:acme``, ``principal:User:alice``…"""
 
     type: TargetType
     name: str
+
+    def __post_init__(self) -> None:
+        if self.type is TargetType.ADDRESS:  # one spelling per address, as peers are seen
+            object.__setattr__(self, "name", canonical_address(self.name))
 
     def __str__(self) -> str:
         return f"{self.type.value}:{self.name}"
@@ -87,6 +105,11 @@ class Target:
 
 def check_values(target: Target, values: Mapping[str, float]) -> dict[str, float]:
     """Validated copy of ``values`` for ``target``; ``InvalidQuotaError`` otherwise."""
+    if target.type is TargetType.ADDRESS:
+        try:
+            ipaddress.ip_address(target.name)
+        except ValueError:
+            raise InvalidQuotaError(f"{target.name!r} is not an IP address") from None
     allowed = KEYS_FOR[target.type]
     checked: dict[str, float] = {}
     for key, value in values.items():

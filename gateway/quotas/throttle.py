@@ -47,6 +47,19 @@ class Throttle:
         """Throttle of a Fetch that is over its byte quota already (answer it empty)."""
         return self._given(self.engine.throttle_for(self.subject(), QuotaKind.FETCH_BYTES))
 
+    def fetch_most_bytes(self) -> int | None:
+        """The most one Fetch may ask for under the connection's fetch quota: what one
+        throttle can pay for (the burst and ``max_throttle_ms`` of the rate). Kafka caps
+        a fetch's ``max_bytes`` at its quota window the same way, else one response could
+        carry many times the rate. None: no fetch quota."""
+        try:
+            limit = self.engine.limit(self.subject(), QuotaKind.FETCH_BYTES)
+        except Exception:  # the engine logs and counts its own failures
+            return None
+        if limit is None:
+            return None
+        return max(1, int(limit.burst + limit.rate * self.engine.cfg.max_throttle_ms / 1000))
+
     def on_request(self, api_key: int, size: int) -> float:
         """Charge a forwarded request; the throttle in ms (0: none)."""
         produced = size if api_key == apis.PRODUCE else None

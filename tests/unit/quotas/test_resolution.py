@@ -118,3 +118,25 @@ def test_targets_parse_and_print() -> None:
     for bad in ("user:alice", "tenant:", "tenant"):
         with pytest.raises(InvalidQuotaError):
             Target.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("written", "peer"),
+    [
+        ("2001:DB8::7", "2001:db8::7"),
+        ("2001:db8:0:0:0:0:0:8", "2001:db8::8"),
+        ("::ffff:203.0.113.9", "203.0.113.9"),
+        ("203.0.113.10", "::ffff:203.0.113.10"),
+    ],
+)
+def test_an_address_quota_holds_however_the_address_is_written(written: str, peer: str) -> None:
+    from gateway.quotas.model import Target, TargetType
+
+    assert Target.parse(f"ip:{written}") == Target(TargetType.ADDRESS, peer)
+
+
+def test_an_address_quota_needs_an_address() -> None:
+    from gateway.quotas.model import InvalidQuotaError, Target, check_values
+
+    with pytest.raises(InvalidQuotaError, match="not an IP address"):
+        check_values(Target.parse("ip:not-an-address"), {"max_connections": 1})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -172,3 +172,24 @@ def test_server_sans_from_a_gateway_config(
     code, text = kgw(capsys, "--dir", d, "server", "gw", "gw1", "--config", str(config))
     assert code == 0, text
     assert "DNS:kafka.acme.test, DNS:bootstrap.kafka.acme.test, DNS:*.kafka.acme.test" in text
+
+
+def test_a_csr_is_signed_with_the_subject_the_admin_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The subject is the client's principal: a tenant's request naming another tenant's
+    (``OU=GLOBEX``) must not become one."""
+    d = str(tmp_path)
+    assert kgw(capsys, "--dir", d, "init-ca", "acme", "--subject", "CN=Acme CA")[0] == 0
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name.from_rfc4514_string("CN=Billing,OU=GLOBEX,O=Acme")
+    csr = x509.CertificateSigningRequestBuilder().subject_name(name).sign(key, hashes.SHA256())
+    path = tmp_path / "app.csr"
+    path.write_bytes(csr.public_bytes(serialization.Encoding.PEM))
+    code, text = kgw(capsys, "--dir", d, "client", "acme", "app", "--csr", str(path))
+    assert code != 0 and "--csr needs --subject" in text and "OU=GLOBEX" in text
+    code, _ = kgw(capsys, "--dir", d, "client", "acme", "app", "--csr", str(path),
+                  "--subject", "CN=billing,OU=acme")  # fmt: skip
+    assert code == 0
+    entry = CertificateAuthority(tmp_path / "acme").find("app")
+    assert entry.subject == "CN=billing,OU=acme" and entry.key is None
