@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from ..audit import AuditError
 from ..audit.admin import ChangeRecorder, add_audit_args, cli_actor
 from ..config import ConfigError, GatewayConfig, load_config
+from ..encryption.policy import DEFAULT_KEK
 from ..encryption.settings import ANY_TENANT, EncryptionSettings, PolicyConfig
 from ..kms import KmsConfig, KmsError, open_kms
 from ..kms.api import KekInfo, Kms
@@ -125,21 +127,37 @@ def register(commands: Any) -> None:
     keys.set_defaults(func=_run)
 
 
-def tenant_keks(policies: list[PolicyConfig], tenant: str) -> tuple[list[str], list[str]]:
+def tenant_keks(
+    policies: list[PolicyConfig], tenant: str, tenants: Collection[str] = ()
+) -> tuple[list[str], list[str]]:
     """The KEKs the policies put ``tenant``'s records under: ``(own, shared)``. Own: the
     tenant-named KEK (the default) and any a policy of this tenant alone names; shared:
     a KEK a policy also uses for other tenants (``"*"`` with a ``kek``, or another
-    tenant's policy naming it) — destroying it would shred their records too."""
+    tenant's policy naming it, or the KEK of another tenant of that name, ``tenants``
+    being the tenants there are) — destroying it would shred their records too."""
     users: dict[str, set[str | None]] = {tenant: {tenant}}
     for policy in policies:
         if policy.kek is not None:
             users.setdefault(policy.kek, set()).add(policy.tenant)
+    # A KEK is also its namesake tenant's own (a policy without ``kek`` puts a tenant's
+    # records under the KEK of its name), and "default" that of connections without a
+    # tenant: named by a policy of this tenant, it is not this tenant's alone.
+    implicit = {p.tenant for p in policies if p.kek is None}
+    for kek, who in users.items():
+        if kek == tenant:
+            continue
+        if kek in implicit or (ANY_TENANT in implicit and kek in tenants):
+            who.add(kek)
+        if kek == DEFAULT_KEK and ANY_TENANT in implicit:
+            who.add(None)  # connections without a tenant
+    if tenant == DEFAULT_KEK and ANY_TENANT in implicit:
+        users[tenant].add(None)
     own = [k for k, who in users.items() if who <= {tenant}]
     shared = [k for k, who in users.items() if k not in own and who & {tenant, ANY_TENANT}]
     return own, shared
 
 
-def shred(args: argparse.Namespace, tenant: str) -> int:
+def shred(args: argparse.Namespace, tenant: str, tenants: Collection[str] = ()) -> int:
     """``kgw tenant delete --shred``: destroy the KEKs of the tenant's records (each
     recorded like ``destroy``). A KEK shared with other tenants is not destroyed: that
     is said, and the exit code is 1 (the tenant's records under it stay readable)."""
@@ -149,7 +167,7 @@ def shred(args: argparse.Namespace, tenant: str) -> int:
     except Usage as exc:
         print(f"kgw: {exc}", file=sys.stderr)
         return USAGE
-    own, shared = tenant_keks(policies, tenant)
+    own, shared = tenant_keks(policies, tenant, tenants)
     code = OK
     for kek in own:
         done = _run(argparse.Namespace(**{**vars(args), "keys_command": "destroy", "name": kek}))

@@ -274,7 +274,8 @@ async def _delete(stores: onboard.Stores, args: argparse.Namespace) -> int:
     if args.shred:  # crypto-shredding: the tenant's KEK, and with it every record under it
         from .keys import shred
 
-        code = shred(args, args.name) or code
+        others = set(await stores.tenants.all()) - {args.name}  # whose KEKs are theirs
+        code = shred(args, args.name, others) or code
     return code
 
 

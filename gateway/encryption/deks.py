@@ -34,6 +34,7 @@ from .settings import DekConfig
 
 T = TypeVar("T")
 FAILURE_MEMORY_S = 1.0
+STARTED_MAX = 10_000
 
 
 class DekPending(Exception):
@@ -77,7 +78,8 @@ class DekCache:
         self.config = config
         self.clock = clock
         self.calls = calls
-        self._started: dict[Hashable, float] = {}  # calls in flight: when they started
+        # calls in flight: the call, and when this cache first asked for it
+        self._started: dict[Hashable, tuple[Future[Any], float]] = {}
         self._failed: dict[Hashable, tuple[KmsError, float]] = {}
         self._current: dict[str, _Current] = {}
         self._opened: OrderedDict[tuple[str, int, bytes], tuple[AESGCM, float]] = OrderedDict()
@@ -147,7 +149,12 @@ class DekCache:
         except KmsError as exc:  # too many calls waiting: refused like a failed call
             self._remember_failure(key, exc, now)
             raise
-        started = self._started.setdefault(key, now)
+        begun = self._started.get(key)
+        if begun is None or begun[0] is not future:  # a new call (an old one went stale)
+            begun = self._started[key] = (future, now)
+            if len(self._started) > STARTED_MAX:  # bounded: calls nobody came back for
+                del self._started[next(iter(self._started))]
+        started = begun[1]
         if not future.done():
             left = self.config.kms_timeout_seconds - (now - started)
             if left > 0:

@@ -27,6 +27,8 @@ from .batch import COMPRESSION_MASK, CRC_START, HEADER_SIZE, BatchError, checked
 from .compression import compress
 from .envelope import IV_SIZE, MAGIC, TAG_SIZE, EnvelopeError, KeyRef
 
+MIN_RECORD_SIZE = 7  # length, attributes, two deltas, key, value, headers: a byte each
+
 _CRC = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
 # zig-zag varints of 0..63 and of -1 are one byte: precomputed
@@ -86,6 +88,8 @@ class Head:
         attrs, count = fields[5], fields[12]
         if count < 0:
             raise BatchError("negative record count")
+        if count > len(body) // MIN_RECORD_SIZE:  # every record takes 7 bytes at least
+            raise BatchError(f"record count {count} is more than the batch's bytes hold")
         self.data = data
         self.attributes = attrs
         self.count = count

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from ..filters.api import BaseFilter, FilterContext, RequestCall, ResponseCall
 from ..kms import KmsError, open_kms
 from ..kms.api import Kms
-from ..kms.calls import KmsCalls
+from ..kms.calls import RESULT_TTL_S, KmsCalls
 from ..protocol.apis import ApiSpec
 from .deks import DekCache, DekPending
 from .policy import Policies
@@ -44,6 +44,7 @@ PRODUCE, FETCH, METADATA = 0, 1, 3
 PENDING = "dek_pending"  # context.state: unwraps a connection's next Fetch waits for
 MAX_WAITS = 16
 NAMED_TOPICS_MAX = {PRODUCE: 12, FETCH: 12}  # v13+ name topics by id only
+UNDECRYPTED = frozenset({78})  # ShareFetch (KIP-932): records this filter does not open
 log = logging.getLogger("kgw.encryption")
 
 
@@ -60,7 +61,10 @@ class EncryptionFilter(BaseFilter):
         self.policies = Policies(self.settings.policies)
         self.kms = kms if kms is not None else open_kms(self.settings.kms)
         dek = self.settings.dek
-        self.calls = KmsCalls(dek.kms_threads)
+        # a finished call waits for its request at most as long as a DEK is trusted
+        # unasked (at least a second: the request is resumed as soon as it finishes)
+        ttl = max(1.0, min(RESULT_TTL_S, dek.decrypt_cache_seconds))
+        self.calls = KmsCalls(dek.kms_threads, result_ttl_s=ttl)
         self.deks = DekCache(self.kms, dek, calls=self.calls)
         # topic ids -> names, from the Metadata answers the brokers give (a cluster-wide
         # fact, not a connection's): Produce v13+ and Fetch v13+ name topics by id
@@ -69,7 +73,11 @@ class EncryptionFilter(BaseFilter):
     def advertise(self, context: FilterContext, key: int, spec: ApiSpec | None) -> ApiSpec | None:
         """ApiVersions offers Produce and Fetch up to v12, where topics are named: the
         policy and the envelope's associated data need the name, and a topic id seen
-        before its Metadata (another worker process, a restart) would have none."""
+        before its Metadata (another worker process, a restart) would have none.
+        Share groups' ShareFetch is not offered: its records are not decrypted here, and
+        ciphertext is never handed out as data."""
+        if key in UNDECRYPTED:
+            return None
         top = NAMED_TOPICS_MAX.get(key)
         if spec is None or top is None or spec.max_version <= top:
             return spec

@@ -15,6 +15,7 @@ queue without bound.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -23,10 +24,20 @@ from .api import KmsUnavailable
 
 T = TypeVar("T")
 MAX_PENDING = 256
+# A finished call's result waits this long for the request that wants it (a client
+# retrying after its empty answer); older, it is dropped and the key manager asked
+# again, so that a key destroyed or disabled meanwhile is not used from an old answer.
+RESULT_TTL_S = 5.0
 
 
 class KmsCalls:
-    def __init__(self, threads: int = 1, max_pending: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        threads: int = 1,
+        max_pending: int = MAX_PENDING,
+        result_ttl_s: float = RESULT_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kgw-kms")
         self._lock = threading.Lock()
         self._inflight: dict[Hashable, Future[Any]] = {}
@@ -35,13 +46,20 @@ class KmsCalls:
         self._count_lock = threading.Lock()
         self.submitted = 0  # calls made (tests, metrics)
         self.refused = 0  # calls refused because max_pending were waiting
+        self.result_ttl_s = result_ttl_s
+        self._clock = clock
+        self._finished: dict[int, float] = {}  # id(future) -> when it finished
 
     def submit(self, key: Hashable, call: Callable[[], T]) -> Future[T]:
         """The call in flight for ``key``, or a new one running ``call`` in the pool;
         ``KmsUnavailable`` when ``max_pending`` calls are waiting or running already."""
         found = self._inflight.get(key)
         if found is not None:
-            return found
+            if not self._stale(found):
+                return found
+            self.forget(key)  # nobody came for it in time: ask again
+        if len(self._inflight) > self.max_pending:
+            self._sweep()
         with self._count_lock:
             if self._pending >= self.max_pending:
                 self.refused += 1
@@ -59,13 +77,27 @@ class KmsCalls:
     def pending(self) -> int:
         return self._pending
 
-    def _done(self, _future: Future[Any]) -> None:
+    def _done(self, future: Future[Any]) -> None:
         with self._count_lock:
             self._pending -= 1
+            self._finished[id(future)] = self._clock()
+
+    def _stale(self, future: Future[Any]) -> bool:
+        with self._count_lock:
+            done_at = self._finished.get(id(future))
+        return done_at is not None and self._clock() - done_at > self.result_ttl_s
+
+    def _sweep(self) -> None:
+        """Drop finished calls nobody came for in time (their clients went away)."""
+        for key in [k for k, f in self._inflight.items() if self._stale(f)]:
+            self.forget(key)
 
     def forget(self, key: Hashable) -> None:
         """``key``'s call is done and its result taken: the next ``submit`` calls again."""
-        self._inflight.pop(key, None)
+        future = self._inflight.pop(key, None)
+        if future is not None:
+            with self._count_lock:
+                self._finished.pop(id(future), None)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

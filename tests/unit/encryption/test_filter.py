@@ -257,3 +257,5 @@ def test_produce_and_fetch_offered_up_to_v12_only(tmp_path: Path) -> None:
     listed = ApiSpec(3, "metadata", 0, 13)
     assert item.advertise(ctx, 3, listed) is listed
     assert item.advertise(ctx, 1, None) is None
+    # share groups read records this filter does not open: ShareFetch is not offered
+    assert item.advertise(ctx, 78, ApiSpec(78, "share_fetch", 1, 1)) is None

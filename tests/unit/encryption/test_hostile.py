@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from kio.schema.errors import ErrorCode
@@ -120,6 +121,15 @@ def test_a_tenant_writing_in_clear_cannot_plant_an_envelope_on_an_encrypted_topi
     assert call.rejection is not None
     code, message = call.rejection
     assert code == ErrorCode.invalid_record and "envelope" in (message or "")
+    # nor its prefix alone: a fetch reads record 0 "KGE\x02" as a batch envelope
+    bare = run_request(item, produce_v9("enc.shared", records_of([b"KGE\x02", b"ok"])))
+    assert bare.rejection is not None and bare.rejection[0] == ErrorCode.invalid_record
+    # a record count its bytes cannot hold is refused, before any key is made or drawn
+    lying = bytearray(records_of([b"ok"]))
+    struct.pack_into(">i", lying, 57, 1_000_000)
+    struct.pack_into(">I", lying, 17, crc32c.crc32c(memoryview(lying)[21:]))
+    refused = run_request(item, produce_v9("enc.shared", bytes(lying)))
+    assert refused.rejection is not None and "more than the batch" in (refused.rejection[1] or "")
     # clear values that do not look like envelopes still pass untouched
     plain = run_request(item, produce_v9("enc.shared", records_of([b"ok", b"KG", None])))
     assert plain.rejection is None and not plain.replaced

@@ -49,3 +49,46 @@ def test_an_abandoned_call_keeps_its_place_until_the_pool_has_run_it() -> None:
     finally:
         release.set()
         calls.close()
+
+
+def test_a_result_nobody_came_for_in_time_is_not_used() -> None:
+    """A finished call whose request went away (its client disconnected) waits only
+    ``result_ttl_s``: later, the key manager is asked again, so a key destroyed or
+    disabled meanwhile is not used from the old answer."""
+    now = [100.0]
+    calls = KmsCalls(threads=1, result_ttl_s=2.0, clock=lambda: now[0])
+    try:
+        first = calls.submit("k", lambda: "old")
+        assert first.result(10) == "old"
+        _settle(calls)
+        now[0] += 1.0
+        assert calls.submit("k", lambda: "new") is first  # in time: the same answer
+        now[0] += 1.5
+        again = calls.submit("k", lambda: "new")
+        assert again is not first and again.result(10) == "new"
+        assert calls.submitted == 2
+    finally:
+        calls.close()
+
+
+def test_stale_results_do_not_pile_up() -> None:
+    now = [0.0]
+    calls = KmsCalls(threads=1, max_pending=4, result_ttl_s=1.0, clock=lambda: now[0])
+    try:
+        for i in range(5):  # finished, never collected
+            calls.submit(f"k{i}", lambda: "x").result(10)
+            _settle(calls)
+        now[0] += 5.0
+        calls.submit("fresh", lambda: "y").result(10)
+        assert set(calls._inflight) == {"fresh"}
+    finally:
+        calls.close()
+
+
+def _settle(calls: KmsCalls) -> None:
+    """Wait for the pool's done callbacks (they run just after a result is set)."""
+    for _ in range(1000):
+        if calls.pending == 0:
+            return
+        threading.Event().wait(0.001)
+    raise AssertionError("a call never finished")

@@ -31,3 +31,25 @@ def test_a_shared_kek_is_named_not_destroyed() -> None:
     assert tenant_keks(policies({"tenant": "beta", "kek": "b"}), "acme") == (["acme"], [])
     # a policy naming this tenant's own KEK for someone else: it is shared
     assert tenant_keks(policies({"tenant": "beta", "kek": "acme"}), "acme") == ([], ["acme"])
+
+
+def test_a_kek_named_after_another_tenant_is_that_tenants_too() -> None:
+    """Under a policy without ``kek``, tenant bob's records are under KEK "bob": acme's
+    policy naming "bob" does not make it acme's to destroy."""
+    mixed = policies({"tenant": "*"}, {"tenant": "acme", "kek": "bob"})
+    assert tenant_keks(mixed, "acme", {"bob", "carol"}) == (["acme"], ["bob"])
+    assert tenant_keks(mixed, "acme", {"carol"}) == (["acme", "bob"], [])  # no tenant bob
+    only_bob = policies({"tenant": "bob"}, {"tenant": "acme", "kek": "bob"})
+    assert tenant_keks(only_bob, "acme") == (["acme"], ["bob"])
+    # no implicit use of "bob" (no policy without kek covers bob): acme's alone
+    explicit = policies({"tenant": "acme", "kek": "bob"})
+    assert tenant_keks(explicit, "acme") == (["acme", "bob"], [])
+
+
+def test_the_default_kek_is_also_that_of_connections_without_a_tenant() -> None:
+    everyone = policies({"tenant": "*"})
+    assert tenant_keks(everyone, "default") == ([], ["default"])
+    assert tenant_keks(policies({"tenant": "*"}, {"tenant": "acme", "kek": "default"}), "acme") == (
+        ["acme"],
+        ["default"],
+    )
