@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,21 @@ def pick_ports(
     promised to another listener that is not listening yet."""
     rng = random.Random()
     top = max(_ephemeral_start(), 20000 + 20 * span)
+    promised = set(avoid).union(*_PROMISED)
     for _ in range(200):
         base = rng.randrange(20000, top - span)
         bootstrap = base - 1
         ports = [bootstrap, *range(base, base + span)]
-        if not set(ports) & set(avoid) and _ports_free(host, ports):
+        if not set(ports) & promised and _ports_free(host, ports):
+            _PROMISED.append(frozenset(ports))
             return bootstrap, base
     raise RuntimeError("no free block of loopback ports for the gateway")
+
+
+# Blocks handed out lately in this process: two listeners of one gateway pick their
+# blocks before either listens (broker ports even later, when a broker is first seen),
+# so a block found free may be promised already.
+_PROMISED: deque[frozenset[int]] = deque(maxlen=64)
 
 
 def dev_config(
