@@ -15,9 +15,8 @@ from ..protocol.codec import encode_body, encode_response
 from ..protocol.framing import frame
 from ..slots import NEXT, Fault, Outcome, PendingWork, Request, Slot
 from .acl_admin import ACL_APIS as LOCAL_ACL_APIS
+from .toolkit import TOPIC_DENIED
 from .verdict import PASS, Verdict
-
-TOPIC_AUTHORIZATION_FAILED = 29  # a denied Produce with acks=0: what its record carries
 
 if TYPE_CHECKING:
     from ..stage_api import Connection
@@ -52,7 +51,7 @@ def authorize(session: Connection, request: Request) -> Outcome:
     if verdict.denied and enforcer is not None:
         session.log_denial(key, version)
         if no_response:  # nothing to answer with: close, as Kafka does
-            session.refuse_unanswered(exchange, TOPIC_AUTHORIZATION_FAILED)
+            session.refuse_unanswered(exchange, TOPIC_DENIED.value)
             raise Fault("client", "Produce with acks=0 was denied by authorization")
     if verdict.defer is not None:  # the core runs it; the answer keeps its place
         slot = Slot(key, version, request.correlation_id, False, exchange)

@@ -11,9 +11,7 @@ are never logged.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import secrets
 import shutil
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +25,7 @@ from ..config import GatewayConfig, ListenerConfig
 from ..credentials import CredentialStore
 from ..quotas.store import QuotaStore
 from . import bundle
+from .certificates import issue_client_certificate, revoke_certificates
 from .model import (
     NamespaceMode,
     Tenant,
@@ -292,7 +291,7 @@ async def _create_steps(
     cert_names: tuple[str, ...] = ()
     client_cert: bundle.ClientCertificate | None = None
     if certificate is not None:
-        client_cert, binary, cert_name = _issue_certificate(certificate, name, principal)
+        client_cert, binary, cert_name = issue_client_certificate(certificate, name, principal)
         target = f"cert:{certificate.ca_dir.name}/{cert_name}"
         issued = {"kind": "client", "principal": principal, "tenant": name, "state": "valid"}
         stores.record(actor, "cert.issue", target, None, issued)
@@ -338,35 +337,6 @@ async def _create_steps(
     )  # fmt: skip
     await stores.tenants.put(tenant, actor=actor, action="tenant.create")
     return Created(tenant, key.key_id, secret, bundle_dir, written)
-
-
-def _issue_certificate(
-    request: CertificateRequest, name: str, principal: str
-) -> tuple[bundle.ClientCertificate, dict[str, bytes], str]:
-    """Issue a client certificate (CN = the principal's name) and its PKCS#12 export."""
-    import tempfile
-
-    from ..tls.ca import CaError, CertificateAuthority, parse_subject
-
-    try:
-        ca = CertificateAuthority(request.ca_dir, request.ca_password)
-        cert_name = f"tenant-{name}-{secrets.token_hex(3)}"
-        user = principal.partition(":")[2]
-        entry = ca.issue(cert_name, "client", parse_subject(f"CN={user}"), days=request.days)
-        password = secrets.token_urlsafe(18)
-        with tempfile.TemporaryDirectory() as tmp:
-            p12 = ca.export_pkcs12(cert_name, Path(tmp) / "client.p12", password.encode())
-            p12_bytes = p12.read_bytes()
-    except CaError as exc:
-        raise TenantError(f"client certificate: {exc}") from None
-    assert entry.key is not None
-    binary = {
-        "client.p12": p12_bytes,
-        "client.pem": (request.ca_dir / entry.cert).read_bytes(),
-        "client.key": (request.ca_dir / entry.key).read_bytes(),
-    }
-    cert = bundle.ClientCertificate("client.p12", password, "client.pem", "client.key")
-    return cert, binary, cert_name
 
 
 def _read(path: Path) -> bytes:
@@ -471,7 +441,7 @@ async def delete(
         raise TenantError(f"removing {name!r}'s policies failed: {exc}") from None
     stores.notify()
     stores.quotas.assign(name, None, actor)
-    certs = _revoke_certificates(tenant, ca_dir, ca_password)
+    certs = revoke_certificates(tenant, ca_dir, ca_password)
     for cert_name in certs:  # revoked only with a ca_dir
         before = {"kind": "client", "tenant": name, "state": "valid"}
         after = {**before, "state": "revoked", "reason": "cessation_of_operation"}
@@ -504,19 +474,3 @@ async def delete(
         failed,
         unlisted,
     )
-
-
-def _revoke_certificates(
-    tenant: Tenant, ca_dir: Path | None, ca_password: bytes | None
-) -> list[str]:
-    if not tenant.certificates or ca_dir is None:
-        return []
-    from ..tls.ca import CaError, CertificateAuthority
-
-    revoked = []
-    ca = CertificateAuthority(ca_dir, ca_password)
-    for cert_name in tenant.certificates:
-        with contextlib.suppress(CaError):
-            ca.revoke(cert_name, "cessation_of_operation")
-            revoked.append(cert_name)
-    return revoked
